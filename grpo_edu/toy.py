@@ -7,7 +7,7 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/toy.html.md"""
 # %% auto #0
 __all__ = ['TOY_CHARS', 'toy_tokenizer', 'toy_model', 'addition_dataset', 'sft_warm_start']
 
-# %% ../nbs/api/03_toy.ipynb #c26b2fa9
+# %% ../nbs/api/03_toy.ipynb #cb92050c
 """The embedded default: a character tokenizer, a tiny Qwen2 model and an addition task, built offline.
 
 Why this is a fair demonstration: the trainer sees a real HF tokenizer and causal LM and a dataset with a
@@ -19,10 +19,10 @@ from datasets import Dataset
 from tokenizers import Tokenizer, decoders, models
 from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
-# %% ../nbs/api/03_toy.ipynb #de0e8b0a
+# %% ../nbs/api/03_toy.ipynb #f2c70797
 TOY_CHARS = "0123456789+-*= "
 
-# %% ../nbs/api/03_toy.ipynb #b785f624
+# %% ../nbs/api/03_toy.ipynb #f0bce716
 def toy_tokenizer() -> PreTrainedTokenizerFast:
     "A character-level tokenizer over digits and `+-*= `, with `<pad>` and `<eos>`."
     vocab = {"<pad>": 0, "<eos>": 1, **{c: i + 2 for i, c in enumerate(TOY_CHARS)}}
@@ -32,7 +32,7 @@ def toy_tokenizer() -> PreTrainedTokenizerFast:
     tok.padding_side = "left"                                                # prompts are left-padded for generation
     return tok
 
-# %% ../nbs/api/03_toy.ipynb #585d8a87
+# %% ../nbs/api/03_toy.ipynb #04149426
 def toy_model(
     tokenizer,             # the toy tokenizer
     hidden_size: int = 96, # model width
@@ -50,10 +50,10 @@ def toy_model(
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     return model
 
-# %% ../nbs/api/03_toy.ipynb #0bf39149
+# %% ../nbs/api/03_toy.ipynb #0ed00fd3
 def addition_dataset(
     n: int,               # number of problems
-    digits: int = 3,      # operands have up to this many digits
+    digits: int = 2,      # operands have up to this many digits
     seed: int = 0,        # which problems
     exclude=(),           # prompts to leave out (e.g. the eval set)
 ) -> Dataset:
@@ -65,14 +65,14 @@ def addition_dataset(
         if p not in skip: rows.append({"prompt": p, "answer": str(a + b)})
     return Dataset.from_list(rows)
 
-# %% ../nbs/api/03_toy.ipynb #f7f11343
+# %% ../nbs/api/03_toy.ipynb #16363e75
 def sft_warm_start(
     model,              # the toy model (trained in place)
     tokenizer,          # the toy tokenizer
     dataset,            # rows with `prompt` and `answer`
     steps: int = 300,   # optimizer steps
     batch_size: int = 64,
-    lr: float = 3e-3,
+    lr: float = 1e-3,
     seed: int = 0,
 ) -> list:              # the loss at each step
     "Supervised fine-tuning on the answers (loss on answer tokens only), a few hundred steps of AdamW."
