@@ -7,7 +7,7 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/toy.html.md"""
 # %% auto #0
 __all__ = ['TOY_CHARS', 'toy_tokenizer', 'toy_model', 'addition_dataset', 'sft_warm_start']
 
-# %% ../nbs/api/03_toy.ipynb #cb92050c
+# %% ../nbs/api/03_toy.ipynb #37c0e488
 """The embedded default: a character tokenizer, a tiny Qwen2 model and an addition task, built offline.
 
 Why this is a fair demonstration: the trainer sees a real HF tokenizer and causal LM and a dataset with a
@@ -19,10 +19,10 @@ from datasets import Dataset
 from tokenizers import Tokenizer, decoders, models
 from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
-# %% ../nbs/api/03_toy.ipynb #f2c70797
+# %% ../nbs/api/03_toy.ipynb #3760d625
 TOY_CHARS = "0123456789+-*= "
 
-# %% ../nbs/api/03_toy.ipynb #f0bce716
+# %% ../nbs/api/03_toy.ipynb #44b82a10
 def toy_tokenizer() -> PreTrainedTokenizerFast:
     "A character-level tokenizer over digits and `+-*= `, with `<pad>` and `<eos>`."
     vocab = {"<pad>": 0, "<eos>": 1, **{c: i + 2 for i, c in enumerate(TOY_CHARS)}}
@@ -32,7 +32,7 @@ def toy_tokenizer() -> PreTrainedTokenizerFast:
     tok.padding_side = "left"                                                # prompts are left-padded for generation
     return tok
 
-# %% ../nbs/api/03_toy.ipynb #04149426
+# %% ../nbs/api/03_toy.ipynb #d2ef1d73
 def toy_model(
     tokenizer,             # the toy tokenizer
     hidden_size: int = 96, # model width
@@ -50,7 +50,7 @@ def toy_model(
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     return model
 
-# %% ../nbs/api/03_toy.ipynb #0ed00fd3
+# %% ../nbs/api/03_toy.ipynb #7ed7638c
 def addition_dataset(
     n: int,               # number of problems
     digits: int = 2,      # operands have up to this many digits
@@ -65,7 +65,7 @@ def addition_dataset(
         if p not in skip: rows.append({"prompt": p, "answer": str(a + b)})
     return Dataset.from_list(rows)
 
-# %% ../nbs/api/03_toy.ipynb #16363e75
+# %% ../nbs/api/03_toy.ipynb #5c0775f9
 def sft_warm_start(
     model,              # the toy model (trained in place)
     tokenizer,          # the toy tokenizer
@@ -95,5 +95,6 @@ def sft_warm_start(
         loss = model(input_ids=input_ids, attention_mask=attn.long(), labels=labels_t).loss
         opt.zero_grad(); loss.backward(); opt.step(); sched.step()
         losses.append(loss.item())
+    opt.zero_grad(set_to_none=True)                                          # leave no gradients behind
     model.eval()
     return losses

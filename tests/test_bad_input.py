@@ -1,0 +1,105 @@
+"""Bad input: each case exits non-zero with one clear paragraph that names the field, and no traceback."""
+import json
+import pytest
+import torch
+from conftest import run_cli
+from datasets import Dataset
+from grpo_edu.config import GRPOConfig
+from grpo_edu.errors import GRPOEduError
+from grpo_edu.toy import toy_model, toy_tokenizer
+from grpo_edu.trainer import GRPOTrainer
+
+FAST = ["--max_steps", "1", "--toy_warm_start_steps", "1", "--per_device_train_batch_size", "16", "--eval_dataset", "none"]
+
+
+def _write(path, text):
+    path.write_text(text); return path
+
+
+@pytest.mark.parametrize("args,expected", [
+    (["--num_generations", "1"], "num_generations=1"),
+    (["--per_device_train_batch_size", "12", "--num_generations", "8"], "per_device_train_batch_size=12 is not a multiple of num_generations=8"),
+    (["--max_completion_length", "0"], "max_completion_length=0"),
+    (["--learning_rate", "0"], "learning_rate=0"),
+    (["--learning_rate", "-1e-5"], "learning_rate=-1e-05"),
+    (["--loss_type", "ppo"], "Valid values: grpo, bnpo, dr_grpo, dapo"),
+    (["--scale_rewards", "global"], "Valid values: group, batch, none"),
+    (["--dataset", "no/such/prompts.jsonl"], "neither a built-in task"),
+    (["--num_generation", "8"], "Did you mean `num_generations`?"),
+])
+def test_config_errors(args, expected, tmp_path):
+    r = run_cli("train", *args, "--output_dir", tmp_path, timeout=120)
+    assert r.returncode == 2, r.stderr
+    assert expected in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert not (tmp_path / "metrics.jsonl").exists()          # rejected before any training
+
+
+def test_yaml_unknown_key_suggests(tmp_path):
+    cfg = _write(tmp_path / "r.yaml", "num_generation: 4\nlearning_rate: 1e-6\n")
+    r = run_cli("train", "--config", cfg, timeout=120)
+    assert r.returncode == 2 and "`num_generation` is not a GRPOConfig field" in r.stderr and "num_generations" in r.stderr
+
+
+@pytest.mark.parametrize("content,expected", [
+    ('{"prompt": "1+1=", "answer": "2"}\n{"prompt": broken}\n', "line 2, is not valid JSON"),
+    ('{"question": "1+1="}\n', "has no `prompt` column"),
+    ("", "has no rows"),
+])
+def test_data_file_errors(tmp_path, content, expected):
+    f = _write(tmp_path / "p.jsonl", content)
+    r = run_cli("train", "--dataset", f, *FAST, "--output_dir", tmp_path / "out", timeout=180)
+    assert r.returncode == 2 and expected in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_model_offline_error(tmp_path):
+    r = run_cli("train", "--model_name_or_path", "Qwen/Qwen2.5-0.5B-Instruct", "--dataset", "toy", *FAST,
+                "--output_dir", tmp_path, env={"HF_HUB_OFFLINE": "1"}, timeout=180)
+    assert r.returncode == 2 and "could not load model 'Qwen/Qwen2.5-0.5B-Instruct'" in r.stderr and "local folder" in r.stderr, r.stderr
+
+
+def _trainer(tmp_path, reward, rows=None, **kw):
+    tok = toy_tokenizer(); model = toy_model(tok, 32, 1)
+    ds = Dataset.from_list(rows or [{"prompt": f"{i}+1=", "answer": str(i + 1)} for i in range(8)])
+    args = GRPOConfig(output_dir=str(tmp_path), num_generations=4, per_device_train_batch_size=8, max_completion_length=3,
+                      max_steps=1, learning_rate=1e-4, eval_dataset=None, **kw)
+    return GRPOTrainer(model, reward, args, ds, None, tok)
+
+
+@pytest.mark.parametrize("reward,expected", [
+    (lambda completions, **k: [1 / 0 for _ in completions], "raised ZeroDivisionError"),
+    (lambda completions, **k: [1.0], "returned 1 values for 8 completions"),
+    (lambda completions, **k: ["good"] * len(completions), "must be numbers"),
+    (lambda completions, **k: [float("nan")] * len(completions), "must be finite"),
+    (lambda completions, **k: [float("inf")] * len(completions), "must be finite"),
+])
+def test_reward_function_errors(tmp_path, reward, expected):
+    with pytest.raises(GRPOEduError, match=expected.replace("(", r"\(")):
+        _trainer(tmp_path, reward).train()
+    assert not list(tmp_path.glob("checkpoint-*"))
+
+
+def test_reward_error_names_function_and_row(tmp_path):
+    def picky(completions, answer, **kw):
+        return [float(len(c) + 1 / (int(a) - 3)) for c, a in zip(completions, answer)]   # fails where answer == 3
+    rows = [{"prompt": "0+1=", "answer": "1"}, {"prompt": "2+1=", "answer": "3"}]     # both drawn in step 1
+    with pytest.raises(GRPOEduError, match=r"`picky` raised ZeroDivisionError.*on row [0-7] \(completion"):
+        _trainer(tmp_path, picky, rows=rows).train()
+
+
+def test_chat_prompts_without_template(tmp_path):
+    rows = [{"prompt": [{"role": "user", "content": "1+1="}], "answer": "2"}] * 2
+    with pytest.raises(GRPOEduError, match="no chat template"):
+        _trainer(tmp_path, "accuracy", rows=rows).train()
+
+
+def test_dataset_without_prompt_and_empty(tmp_path):
+    tok = toy_tokenizer(); m = toy_model(tok, 16, 1); args = GRPOConfig(output_dir=str(tmp_path), eval_dataset=None)
+    with pytest.raises(GRPOEduError, match="no `prompt` column"):
+        GRPOTrainer(m, "accuracy", args, Dataset.from_list([{"question": "x"}]), None, tok)
+    with pytest.raises(GRPOEduError, match="is empty"):
+        GRPOTrainer(m, "accuracy", args, Dataset.from_list([{"prompt": "x"}]).select([]), None, tok)
+
+
+def test_batch_not_multiple_with_accumulation_names_numbers():
+    with pytest.raises(GRPOEduError, match="per_device_train_batch_size=10 is not a multiple of num_generations=4.*4, 8, 12"):
+        GRPOConfig(per_device_train_batch_size=10, num_generations=4, gradient_accumulation_steps=2).validate()

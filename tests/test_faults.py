@@ -1,0 +1,96 @@
+"""Faults: exact resume, Ctrl-C, SIGKILL during a save, and CPU determinism."""
+import json, os, signal, subprocess, sys, textwrap, time
+from pathlib import Path
+import pytest
+from conftest import run_cli
+from grpo_edu.checkpoint import latest_checkpoint, load_trainer_state
+
+SMALL = ["--max_steps", "6", "--toy_warm_start_steps", "200", "--per_device_train_batch_size", "32", "--eval_dataset", "none",
+         "--logging_steps", "1", "--learning_rate", "1e-3", "--lr_scheduler_type", "linear", "--seed", "3"]
+
+
+def rows(d):
+    return [json.loads(l) for l in (Path(d) / "metrics.jsonl").read_text().splitlines() if l.strip()]
+
+
+def same(a, b):
+    assert [r["step"] for r in a] == [r["step"] for r in b]
+    for x, y in zip(a, b):
+        for k in x:
+            if k != "step_time": assert x[k] == pytest.approx(y[k], rel=1e-6, abs=1e-9), (x["step"], k, x[k], y[k])
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    d = tmp_path_factory.mktemp("full")
+    r = run_cli("train", *SMALL, "--save_steps", "3", "--output_dir", d)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return d
+
+
+def test_same_seed_same_metrics(uninterrupted, tmp_path):
+    r = run_cli("train", *SMALL, "--output_dir", tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    same(rows(tmp_path), rows(uninterrupted))
+
+
+def test_resume_continues_exactly(uninterrupted, tmp_path):
+    ck = uninterrupted / "checkpoint-3"
+    assert load_trainer_state(ck)["step"] == 3
+    r = run_cli("train", *SMALL, "--output_dir", tmp_path, "--resume_from_checkpoint", ck)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert [x["step"] for x in rows(tmp_path)] == [4, 5, 6]
+    same(rows(tmp_path), rows(uninterrupted)[3:])
+
+
+def test_ctrl_c_saves_and_resume_matches(uninterrupted, tmp_path):
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    slow = [*SMALL[:1], "400", *SMALL[2:]]        # same run, but long enough to interrupt
+    p = subprocess.Popen([sys.executable, "-m", "grpo_edu.cli", "train", *slow, "--output_dir", str(tmp_path)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.time() + 300
+    while time.time() < deadline and not ((tmp_path / "metrics.jsonl").exists() and len(rows(tmp_path)) >= 2):
+        time.sleep(0.2)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=300)
+    assert p.returncode == 130, err[-2000:]
+    assert "interrupted: saved" in out and "Traceback" not in err
+    ck = latest_checkpoint(tmp_path); step = load_trainer_state(ck)["step"]
+    assert 2 <= step < 400
+    r = run_cli("train", *slow[:1], "6", *slow[2:], "--output_dir", tmp_path, "--resume_from_checkpoint", "latest")
+    if step < 6:
+        assert r.returncode == 0, r.stderr[-2000:]
+        same(rows(tmp_path), rows(uninterrupted))
+
+
+KILLER = textwrap.dedent("""
+    import sys, time, torch, grpo_edu.checkpoint as ck
+    from grpo_edu.cli import main
+    real_save, n = torch.save, [0]
+    def slow_save(obj, f, *a, **k):                 # the 2nd checkpoint's state file is half-written, then we stall
+        n[0] += 1; real_save(obj, f, *a, **k)
+        if n[0] == 2:
+            print("SAVING", flush=True); time.sleep(60)
+    ck.torch.save = slow_save
+    sys.exit(main(["train", *sys.argv[1:]]))
+""")
+
+
+def test_sigkill_during_save_keeps_previous_checkpoint(tmp_path):
+    p = subprocess.Popen([sys.executable, "-c", KILLER, *SMALL, "--save_steps", "2", "--save_total_limit", "5",
+                          "--output_dir", str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    for line in p.stdout:
+        if "SAVING" in line: break
+    p.kill(); p.wait(timeout=30)
+    assert (tmp_path / ".checkpoint-4.tmp").exists()            # the half-written one
+    ck = latest_checkpoint(tmp_path)
+    assert ck.name == "checkpoint-2" and load_trainer_state(ck)["step"] == 2
+    r = run_cli("train", *SMALL, "--output_dir", tmp_path, "--resume_from_checkpoint", "latest")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert [x["step"] for x in rows(tmp_path)] == [1, 2, 3, 4, 5, 6]
+    assert not (tmp_path / ".checkpoint-4.tmp").exists()        # cleaned by the next save
+
+
+def test_resume_from_missing_checkpoint_is_clear(tmp_path):
+    r = run_cli("train", *SMALL, "--output_dir", tmp_path, "--resume_from_checkpoint", tmp_path / "checkpoint-9")
+    assert r.returncode == 2 and "no complete checkpoint there" in r.stderr
