@@ -7,7 +7,7 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/config.html.md"""
 # %% auto #0
 __all__ = ['FIELD_NAMES', 'TOY_RECIPE', 'GRPOConfig', 'validate', 'config_from_dict', 'load_config']
 
-# %% ../nbs/api/06_config.ipynb #33ff4551
+# %% ../nbs/api/06_config.ipynb #54480e1b
 """GRPOConfig: every knob of a run, with TRL's names and defaults where the concept is the same.
 
 Why one dataclass: the CLI (`--field value`), YAML recipes and Python users all build this object, and `validate()`
@@ -21,7 +21,7 @@ from .errors import GRPOEduError, closest
 from .loss import LOSS_TYPES
 from .advantages import SCALE_REWARDS
 
-# %% ../nbs/api/06_config.ipynb #579467ca
+# %% ../nbs/api/06_config.ipynb #f089cec7
 @dataclass
 class GRPOConfig:
     "Everything a GRPO run needs. Batch sizes count completions, as in TRL (PR 2776)."
@@ -77,13 +77,14 @@ class GRPOConfig:
     report_to: str = "none"                  # "none" or "tensorboard"
     resume_from_checkpoint: str | None = None  # a checkpoint folder, or "latest" in output_dir
     # the embedded toy run
-    toy_warm_start_steps: int = 400          # supervised steps before GRPO when model_name_or_path="toy"
+    toy_warm_start_steps: int = 1500         # at most this many supervised steps before GRPO (model_name_or_path="toy")
+    toy_warm_start_accuracy: float = 0.2     # ...stopping once greedy accuracy on training prompts reaches this
 
     def prompts_per_step(self, num_processes: int = 1) -> int:
         "Prompts in one optimizer step across all processes: batch × accumulation × processes / G."
         return self.per_device_train_batch_size * self.gradient_accumulation_steps * num_processes // self.num_generations
 
-# %% ../nbs/api/06_config.ipynb #b8599770
+# %% ../nbs/api/06_config.ipynb #90c3f743
 def _err(msg): raise GRPOEduError(msg)
 
 @typing.no_type_check
@@ -137,10 +138,10 @@ def validate(self: GRPOConfig, num_processes: int = 1) -> GRPOConfig:
 
 GRPOConfig.validate = validate
 
-# %% ../nbs/api/06_config.ipynb #30f0280d
+# %% ../nbs/api/06_config.ipynb #7c719c45
 FIELD_NAMES = tuple(f.name for f in fields(GRPOConfig))
 
-# %% ../nbs/api/06_config.ipynb #0448a41a
+# %% ../nbs/api/06_config.ipynb #3c14a6de
 def _coerce(name: str, value):
     "Convert a command-line string to the type of field `name`."
     if not isinstance(value, str): return value
@@ -157,7 +158,7 @@ def _coerce(name: str, value):
         raise GRPOEduError(f"--{name} {value!r}: expected a {ftype.split(' ')[0]} value.") from None
     return value
 
-# %% ../nbs/api/06_config.ipynb #a9be0bb9
+# %% ../nbs/api/06_config.ipynb #15c5aa80
 def config_from_dict(d: dict, source: str = "config") -> GRPOConfig:
     "A GRPOConfig from a mapping; unknown keys raise an error that suggests the closest field name."
     for k in d:
@@ -166,7 +167,7 @@ def config_from_dict(d: dict, source: str = "config") -> GRPOConfig:
                                f"See `grpo-edu train --help` for the list of fields.")
     return GRPOConfig(**{k: _coerce(k, v) for k, v in d.items()})
 
-# %% ../nbs/api/06_config.ipynb #b3c8a15f
+# %% ../nbs/api/06_config.ipynb #3ead75ce
 def load_config(path: str | None = None, overrides: dict | None = None, base: dict | None = None) -> GRPOConfig:
     "Load a YAML recipe (or start from `base`), then apply `overrides` (field -> value or string)."
     d = dict(base or {})
@@ -180,8 +181,8 @@ def load_config(path: str | None = None, overrides: dict | None = None, base: di
     d.update(overrides or {})
     return config_from_dict(d, source=str(path or "command line"))
 
-# %% ../nbs/api/06_config.ipynb #7f8da125
+# %% ../nbs/api/06_config.ipynb #43aacb96
 TOY_RECIPE = dict(model_name_or_path="toy", dataset="toy", num_generations=8, per_device_train_batch_size=128,
                   max_completion_length=6, max_prompt_length=None, learning_rate=1e-4, beta=0.0, loss_type="dapo",
                   max_steps=1000, warmup_ratio=0.0, lr_scheduler_type="constant", temperature=1.0, logging_steps=10,
-                  save_steps=250, output_dir="runs/toy", eval_dataset="auto", toy_warm_start_steps=400, seed=0)
+                  save_steps=250, output_dir="runs/toy", eval_dataset="auto", toy_warm_start_steps=1500, toy_warm_start_accuracy=0.2, seed=0)

@@ -7,7 +7,7 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/trainer.html.md"""
 # %% auto #0
 __all__ = ['load_policy', 'call_reward_funcs', 'GRPOTrainer', 'evaluate', 'save', 'train', 'trainer_from_config']
 
-# %% ../nbs/api/09_trainer.ipynb #2e2e3766
+# %% ../nbs/api/09_trainer.ipynb #a7f963a8
 """GRPOTrainer: the only place that knows about processes, devices, optimizers and files.
 
 One step reads top to bottom as DeepSeekMath's algorithm: sample prompts → G completions each (rollout) → rewards
@@ -36,7 +36,7 @@ from .monitor import HEALTH_ADVICE, HealthMonitor, MetricsWriter, plot_metrics
 from .rewards import accuracy_reward, get_reward_func
 from .rollout import encode_prompts, generate_completions, is_conversational
 
-# %% ../nbs/api/09_trainer.ipynb #6297e7cd
+# %% ../nbs/api/09_trainer.ipynb #a279600f
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "auto": "auto"}
 
 def load_policy(name: str, torch_dtype: str = "float32"):
@@ -54,7 +54,7 @@ def load_policy(name: str, torch_dtype: str = "float32"):
     tok.padding_side = "left"
     return model, tok
 
-# %% ../nbs/api/09_trainer.ipynb #119e73b5
+# %% ../nbs/api/09_trainer.ipynb #f828bb11
 def _reward_name(f) -> str: return getattr(f, "__name__", type(f).__name__)
 
 def call_reward_funcs(
@@ -99,7 +99,7 @@ def _failing_row(f, prompts, completions, completion_ids, columns):
         except Exception: return i
     return None
 
-# %% ../nbs/api/09_trainer.ipynb #669917df
+# %% ../nbs/api/09_trainer.ipynb #ad74795a
 class GRPOTrainer:
     "GRPO on a causal LM with TRL-signature reward functions; device, precision and processes through accelerate."
     def __init__(self,
@@ -153,7 +153,7 @@ class GRPOTrainer:
                                f"holds the prompts to `prompt` (a string or a list of chat messages).")
         return ds
 
-# %% ../nbs/api/09_trainer.ipynb #6ee7fd9d
+# %% ../nbs/api/09_trainer.ipynb #765ff51f
 @torch.no_grad()
 def _prompt_rows(self: GRPOTrainer, round_idx: int) -> list[dict]:
     "The rows this process handles in generation round `round_idx`."
@@ -168,7 +168,7 @@ def _prompt_rows(self: GRPOTrainer, round_idx: int) -> list[dict]:
     return [self.train_dataset[i] for i in idx]
 GRPOTrainer._prompt_rows = _prompt_rows
 
-# %% ../nbs/api/09_trainer.ipynb #22fcd250
+# %% ../nbs/api/09_trainer.ipynb #581d7689
 @torch.no_grad()
 def _generate_and_score(self: GRPOTrainer, rows: list[dict]):
     "Rollout G completions per prompt, reward them, and compute advantages (and π_old, π_ref log-probs if needed)."
@@ -213,7 +213,7 @@ def _generate_and_score(self: GRPOTrainer, rows: list[dict]):
     return batch, metrics, samples
 GRPOTrainer._generate_and_score = _generate_and_score
 
-# %% ../nbs/api/09_trainer.ipynb #83bbdd5d
+# %% ../nbs/api/09_trainer.ipynb #21f223d9
 @contextlib.contextmanager
 def _phase(name: str):
     "Turn a CUDA out-of-memory error into a message that names the phase and the knobs to turn."
@@ -224,7 +224,7 @@ def _phase(name: str):
             f"gradient_accumulation_steps to keep the batch), max_completion_length, num_generations; or set "
             f"gradient_checkpointing=true, torch_dtype=bfloat16. `grpo-edu memory --config YOUR.yaml` estimates what fits.") from None
 
-# %% ../nbs/api/09_trainer.ipynb #650b6b08
+# %% ../nbs/api/09_trainer.ipynb #b91a7845
 def _update(self: GRPOTrainer, batch: dict) -> dict:
     "One optimizer step over the batch's micro-batches; returns loss, grad_norm and the loss metrics."
     a, acc, model = self.args, self.accelerator, self.model
@@ -263,7 +263,7 @@ def _update(self: GRPOTrainer, batch: dict) -> dict:
     return out
 GRPOTrainer._update = _update
 
-# %% ../nbs/api/09_trainer.ipynb #4655e682
+# %% ../nbs/api/09_trainer.ipynb #366e0cdd
 @torch.no_grad()
 def evaluate(self: GRPOTrainer, dataset=None, max_samples: int | None = None, batch_size: int = 64,
              max_new_tokens: int | None = None) -> dict:
@@ -285,7 +285,7 @@ def evaluate(self: GRPOTrainer, dataset=None, max_samples: int | None = None, ba
     return {"accuracy": (tot[0] / tot[1].clamp(min=1)).item(), "n": int(tot[1].item())}
 GRPOTrainer.evaluate = evaluate
 
-# %% ../nbs/api/09_trainer.ipynb #24eee410
+# %% ../nbs/api/09_trainer.ipynb #fcdc30aa
 def save(self: GRPOTrainer) -> Path:
     "Save an atomic checkpoint of everything needed to continue exactly (main process writes)."
     self.accelerator.wait_for_everyone()
@@ -299,7 +299,7 @@ def save(self: GRPOTrainer) -> Path:
     return path
 GRPOTrainer.save = save
 
-# %% ../nbs/api/09_trainer.ipynb #cd319187
+# %% ../nbs/api/09_trainer.ipynb #905a20ea
 def _resume(self: GRPOTrainer, path) -> int:
     "Load a checkpoint's weights, optimizer, scheduler, RNG and step; return the step."
     p = latest_checkpoint(self.args.output_dir) if str(path) == "latest" else Path(path)
@@ -318,7 +318,7 @@ def _resume(self: GRPOTrainer, path) -> int:
     return self.step
 GRPOTrainer._resume = _resume
 
-# %% ../nbs/api/09_trainer.ipynb #1c474353
+# %% ../nbs/api/09_trainer.ipynb #f810e292
 def train(self: GRPOTrainer) -> dict:
     "Run GRPO to max_steps; write metrics.jsonl, checkpoints, plots and summary.json; return the summary."
     a, acc, t_start = self.args, self.accelerator, time.time()
@@ -365,7 +365,7 @@ def train(self: GRPOTrainer) -> dict:
     return summary
 GRPOTrainer.train = train
 
-# %% ../nbs/api/09_trainer.ipynb #df8bb545
+# %% ../nbs/api/09_trainer.ipynb #524a3523
 def _install_sigint(trainer):
     "First Ctrl-C: finish the step, save, exit cleanly. Second Ctrl-C: stop at once."
     import threading
@@ -380,7 +380,7 @@ def _log_completions(out: Path, step: int, samples: list):
     with (out / "completions.jsonl").open("a") as f:
         for s in samples: f.write(json.dumps({"step": step, **{k: v if isinstance(v, (str, int, float)) else str(v) for k, v in s.items()}}) + "\n")
 
-# %% ../nbs/api/09_trainer.ipynb #ee9f93f3
+# %% ../nbs/api/09_trainer.ipynb #5f763dcc
 def trainer_from_config(args: GRPOConfig) -> GRPOTrainer:
     "Build the model, datasets and trainer that a GRPOConfig describes (validates first, loads second)."
     args.validate()
@@ -391,6 +391,7 @@ def trainer_from_config(args: GRPOConfig) -> GRPOTrainer:
     if args.model_name_or_path == "toy":
         from grpo_edu.toy import toy_tokenizer, toy_model, sft_warm_start
         tok = toy_tokenizer(); model = toy_model(tok, seed=args.seed)
-        sft_warm_start(model, tok, train_ds, steps=args.toy_warm_start_steps, seed=args.seed)
+        sft_warm_start(model, tok, train_ds, steps=args.toy_warm_start_steps, seed=args.seed,
+                       target_accuracy=args.toy_warm_start_accuracy)
         return GRPOTrainer(model, args.reward_funcs, args, train_ds, eval_ds, tok)
     return GRPOTrainer(args.model_name_or_path, args.reward_funcs, args, train_ds, eval_ds)

@@ -1,0 +1,40 @@
+"""One GRPO update on a fixed global batch, run by 1 process or by `torchrun --nproc_per_node 2` (gloo, CPU).
+
+Writes the reported loss and the all-reduced gradients; tests/test_distributed.py compares the two runs."""
+import json, sys
+import torch
+from datasets import Dataset
+from grpo_edu.config import GRPOConfig
+from grpo_edu.toy import toy_model, toy_tokenizer
+from grpo_edu.trainer import GRPOTrainer
+
+out_path, loss_type = sys.argv[1], sys.argv[2]
+tok = toy_tokenizer()
+model = toy_model(tok, hidden_size=32, num_layers=2, seed=0)
+ds = Dataset.from_list([{"prompt": f"{i}+{i}=", "answer": str(2 * i)} for i in range(8)])
+G, N, K = 4, 16, 5                                            # global batch: 4 prompts x 4 completions
+world = int(__import__("os").environ.get("WORLD_SIZE", 1))
+args = GRPOConfig(output_dir="/tmp/dist_unused", num_generations=G, per_device_train_batch_size=N // world,
+                  max_completion_length=K, learning_rate=1e-3, beta=0.04, loss_type=loss_type, eval_dataset=None, max_steps=1)
+tr = GRPOTrainer(model, "accuracy", args, ds, None, tok)
+acc = tr.accelerator
+
+g = torch.Generator().manual_seed(123)                         # the same global batch on every process
+ids = torch.randint(2, len(tok), (N, 4 + K), generator=g)
+attn = torch.ones_like(ids); mask = torch.ones(N, K, dtype=torch.long)
+for i in range(N): mask[i, 1 + i % K:] = 0; attn[i, 4 + 1 + i % K:] = 0
+adv = torch.randn(N, generator=g)
+ref = -torch.rand(N, K, generator=g) * 3
+n = N // acc.num_processes; sl = slice(acc.process_index * n, (acc.process_index + 1) * n)
+batch = dict(input_ids=ids[sl], attention_mask=attn[sl], mask=mask[sl], K=K, advantages=adv[sl],
+             num_items=mask.sum().float(), old_logps=None, ref_logps=ref[sl])
+
+grads = {}
+def capture():                                                # replace the optimizer step: keep the synced gradients
+    for name, p in acc.unwrap_model(tr.model).named_parameters():
+        if p.grad is not None: grads[name] = p.grad.detach().clone()
+tr.optimizer.step = capture
+metrics = tr._update(batch)
+if acc.is_main_process:
+    json.dump({"world": acc.num_processes, "loss": metrics["loss"], "kl": metrics["kl"], "entropy": metrics["entropy"],
+               "grads": {k: v.flatten().tolist() for k, v in grads.items()}}, open(out_path, "w"))
