@@ -7,7 +7,7 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/trainer.html.md"""
 # %% auto #0
 __all__ = ['load_policy', 'call_reward_funcs', 'GRPOTrainer', 'evaluate', 'save', 'train', 'trainer_from_config']
 
-# %% ../nbs/api/09_trainer.ipynb #a7f963a8
+# %% ../nbs/api/09_trainer.ipynb #77f20bd9
 """GRPOTrainer: the only place that knows about processes, devices, optimizers and files.
 
 One step reads top to bottom as DeepSeekMath's algorithm: sample prompts → G completions each (rollout) → rewards
@@ -36,7 +36,7 @@ from .monitor import HEALTH_ADVICE, HealthMonitor, MetricsWriter, plot_metrics
 from .rewards import accuracy_reward, get_reward_func
 from .rollout import encode_prompts, generate_completions, is_conversational
 
-# %% ../nbs/api/09_trainer.ipynb #a279600f
+# %% ../nbs/api/09_trainer.ipynb #1683422f
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "auto": "auto"}
 
 def load_policy(name: str, torch_dtype: str = "float32"):
@@ -54,7 +54,7 @@ def load_policy(name: str, torch_dtype: str = "float32"):
     tok.padding_side = "left"
     return model, tok
 
-# %% ../nbs/api/09_trainer.ipynb #f828bb11
+# %% ../nbs/api/09_trainer.ipynb #0fa210c1
 def _reward_name(f) -> str: return getattr(f, "__name__", type(f).__name__)
 
 def call_reward_funcs(
@@ -99,7 +99,7 @@ def _failing_row(f, prompts, completions, completion_ids, columns):
         except Exception: return i
     return None
 
-# %% ../nbs/api/09_trainer.ipynb #ad74795a
+# %% ../nbs/api/09_trainer.ipynb #03cfaaeb
 class GRPOTrainer:
     "GRPO on a causal LM with TRL-signature reward functions; device, precision and processes through accelerate."
     def __init__(self,
@@ -153,7 +153,7 @@ class GRPOTrainer:
                                f"holds the prompts to `prompt` (a string or a list of chat messages).")
         return ds
 
-# %% ../nbs/api/09_trainer.ipynb #765ff51f
+# %% ../nbs/api/09_trainer.ipynb #d22d0b51
 @torch.no_grad()
 def _prompt_rows(self: GRPOTrainer, round_idx: int) -> list[dict]:
     "The rows this process handles in generation round `round_idx`."
@@ -168,7 +168,7 @@ def _prompt_rows(self: GRPOTrainer, round_idx: int) -> list[dict]:
     return [self.train_dataset[i] for i in idx]
 GRPOTrainer._prompt_rows = _prompt_rows
 
-# %% ../nbs/api/09_trainer.ipynb #581d7689
+# %% ../nbs/api/09_trainer.ipynb #7fee4274
 @torch.no_grad()
 def _generate_and_score(self: GRPOTrainer, rows: list[dict]):
     "Rollout G completions per prompt, reward them, and compute advantages (and π_old, π_ref log-probs if needed)."
@@ -176,10 +176,12 @@ def _generate_and_score(self: GRPOTrainer, rows: list[dict]):
     prompts = [r["prompt"] for r in rows]
     ids, pmask = encode_prompts(self.tokenizer, prompts, a.max_prompt_length)
     ids, pmask = ids.repeat_interleave(G, 0).to(dev), pmask.repeat_interleave(G, 0).to(dev)   # (N, P), prompt-major
+    t0 = time.perf_counter()
     with _phase("rollout"), acc.autocast():
         cids, cmask, truncated = generate_completions(acc.unwrap_model(self.model), self.tokenizer, ids, pmask,
             a.max_completion_length, temperature=a.temperature, top_p=a.top_p, top_k=a.top_k, min_p=a.min_p,
             repetition_penalty=a.repetition_penalty)                                          # (N, K)
+    t1 = time.perf_counter()
     prompts_n = [p for p in prompts for _ in range(G)]
     texts = self.tokenizer.batch_decode(cids, skip_special_tokens=True)
     completions = [[{"role": "assistant", "content": t}] if is_conversational(p) else t for p, t in zip(prompts_n, texts)]
@@ -198,6 +200,7 @@ def _generate_and_score(self: GRPOTrainer, rows: list[dict]):
     input_ids, attn, K = torch.cat([ids, cids], 1), torch.cat([pmask, loss_mask], 1), cids.size(1)
     batch = dict(input_ids=input_ids, attention_mask=attn, mask=loss_mask, K=K, advantages=adv_all[local],
                  num_items=acc.gather(loss_mask.sum()[None]).sum().float(), old_logps=None, ref_logps=None)
+    t2 = time.perf_counter()
     with _phase("reference log-probs"), acc.autocast():
         if a.num_iterations > 1:
             batch["old_logps"] = per_token_logps(self.model, input_ids, attn, K, a.temperature, a.per_device_train_batch_size)
@@ -205,7 +208,8 @@ def _generate_and_score(self: GRPOTrainer, rows: list[dict]):
             batch["ref_logps"] = per_token_logps(self.ref_model, input_ids, attn, K, a.temperature, a.per_device_train_batch_size)
     metrics = {"reward": torch.nanmean(rewards_all).item(), "reward_std": torch.nanmean(std_all).item(),
                "frac_reward_zero_std": torch.isclose(torch.nan_to_num(std_all, nan=0.0), torch.zeros_like(std_all)).float().mean().item(),
-               "completions/mean_length": lengths_all.mean().item(), "completions/clipped_ratio": trunc_all.mean().item()}
+               "completions/mean_length": lengths_all.mean().item(), "completions/clipped_ratio": trunc_all.mean().item(),
+               "time/rollout": t1 - t0, "time/rewards": t2 - t1, "time/ref_old_logps": time.perf_counter() - t2}
     for j, name in enumerate(self.reward_names):
         metrics[f"rewards/{name}/mean"] = torch.nanmean(rpf_all[:, j]).item()
     samples = [{"prompt": prompts_n[i], "completion": texts[i], "reward": rewards_all[local][i].item(),
@@ -213,7 +217,7 @@ def _generate_and_score(self: GRPOTrainer, rows: list[dict]):
     return batch, metrics, samples
 GRPOTrainer._generate_and_score = _generate_and_score
 
-# %% ../nbs/api/09_trainer.ipynb #21f223d9
+# %% ../nbs/api/09_trainer.ipynb #5cd732b4
 @contextlib.contextmanager
 def _phase(name: str):
     "Turn a CUDA out-of-memory error into a message that names the phase and the knobs to turn."
@@ -224,13 +228,13 @@ def _phase(name: str):
             f"gradient_accumulation_steps to keep the batch), max_completion_length, num_generations; or set "
             f"gradient_checkpointing=true, torch_dtype=bfloat16. `grpo-edu memory --config YOUR.yaml` estimates what fits.") from None
 
-# %% ../nbs/api/09_trainer.ipynb #b91a7845
+# %% ../nbs/api/09_trainer.ipynb #da9ad6ae
 def _update(self: GRPOTrainer, batch: dict) -> dict:
     "One optimizer step over the batch's micro-batches; returns loss, grad_norm and the loss metrics."
     a, acc, model = self.args, self.accelerator, self.model
     model.train()
     mb, GA, n = a.per_device_train_batch_size, a.gradient_accumulation_steps, batch["input_ids"].size(0)
-    sums, loss_total = defaultdict(lambda: [0.0, 0.0]), 0.0
+    sums, loss_total, t0 = defaultdict(lambda: [0.0, 0.0]), 0.0, time.perf_counter()
     starts = list(range(0, n, mb))
     for j, i in enumerate(starts):
         sl = slice(i, i + mb)
@@ -250,6 +254,7 @@ def _update(self: GRPOTrainer, batch: dict) -> dict:
                                            batch["mask"][sl], a.beta, a.epsilon, a.epsilon_high).items():
             sums[k][0] += s; sums[k][1] += c
         sums["entropy"][0] += (ent * m).sum().item(); sums["entropy"][1] += m.sum().item()
+    t1 = time.perf_counter()
     grad_norm = acc.clip_grad_norm_(model.parameters(), a.max_grad_norm)
     grad_norm = float(grad_norm) if grad_norm is not None else float("nan")
     skipped = not math.isfinite(grad_norm)
@@ -260,10 +265,11 @@ def _update(self: GRPOTrainer, batch: dict) -> dict:
     tot = acc.reduce(torch.tensor([[sums[k][0], sums[k][1]] for k in keys] + [[loss_total, 1.0]], device=acc.device), "sum")
     out = {k: (tot[i, 0] / tot[i, 1].clamp(min=1.0)).item() for i, k in enumerate(keys)}
     out.update(loss=(tot[-1, 0] / tot[-1, 1]).item(), grad_norm=grad_norm, learning_rate=lr, skipped_step=int(skipped))
+    out.update({"time/forward_backward": t1 - t0, "time/optimizer": time.perf_counter() - t1})
     return out
 GRPOTrainer._update = _update
 
-# %% ../nbs/api/09_trainer.ipynb #366e0cdd
+# %% ../nbs/api/09_trainer.ipynb #7ec8ef6f
 @torch.no_grad()
 def evaluate(self: GRPOTrainer, dataset=None, max_samples: int | None = None, batch_size: int = 64,
              max_new_tokens: int | None = None) -> dict:
@@ -285,7 +291,7 @@ def evaluate(self: GRPOTrainer, dataset=None, max_samples: int | None = None, ba
     return {"accuracy": (tot[0] / tot[1].clamp(min=1)).item(), "n": int(tot[1].item())}
 GRPOTrainer.evaluate = evaluate
 
-# %% ../nbs/api/09_trainer.ipynb #fcdc30aa
+# %% ../nbs/api/09_trainer.ipynb #7d9ebdcf
 def save(self: GRPOTrainer) -> Path:
     "Save an atomic checkpoint of everything needed to continue exactly (main process writes)."
     self.accelerator.wait_for_everyone()
@@ -299,7 +305,7 @@ def save(self: GRPOTrainer) -> Path:
     return path
 GRPOTrainer.save = save
 
-# %% ../nbs/api/09_trainer.ipynb #905a20ea
+# %% ../nbs/api/09_trainer.ipynb #1bb5d6fd
 def _resume(self: GRPOTrainer, path) -> int:
     "Load a checkpoint's weights, optimizer, scheduler, RNG and step; return the step."
     p = latest_checkpoint(self.args.output_dir) if str(path) == "latest" else Path(path)
@@ -318,7 +324,7 @@ def _resume(self: GRPOTrainer, path) -> int:
     return self.step
 GRPOTrainer._resume = _resume
 
-# %% ../nbs/api/09_trainer.ipynb #f810e292
+# %% ../nbs/api/09_trainer.ipynb #69ae547d
 def train(self: GRPOTrainer) -> dict:
     "Run GRPO to max_steps; write metrics.jsonl, checkpoints, plots and summary.json; return the summary."
     a, acc, t_start = self.args, self.accelerator, time.time()
@@ -365,7 +371,7 @@ def train(self: GRPOTrainer) -> dict:
     return summary
 GRPOTrainer.train = train
 
-# %% ../nbs/api/09_trainer.ipynb #524a3523
+# %% ../nbs/api/09_trainer.ipynb #53c8283e
 def _install_sigint(trainer):
     "First Ctrl-C: finish the step, save, exit cleanly. Second Ctrl-C: stop at once."
     import threading
@@ -380,7 +386,7 @@ def _log_completions(out: Path, step: int, samples: list):
     with (out / "completions.jsonl").open("a") as f:
         for s in samples: f.write(json.dumps({"step": step, **{k: v if isinstance(v, (str, int, float)) else str(v) for k, v in s.items()}}) + "\n")
 
-# %% ../nbs/api/09_trainer.ipynb #5f763dcc
+# %% ../nbs/api/09_trainer.ipynb #42c26bad
 def trainer_from_config(args: GRPOConfig) -> GRPOTrainer:
     "Build the model, datasets and trainer that a GRPOConfig describes (validates first, loads second)."
     args.validate()
