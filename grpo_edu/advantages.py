@@ -7,7 +7,7 @@ Docs: https://grpo-edu.github.io/grpo_edu/advantages.html.md"""
 # %% auto #0
 __all__ = ['SCALE_REWARDS', 'group_reward_std', 'group_advantages']
 
-# %% ../nbs/04_advantages.ipynb #bf29532c
+# %% ../nbs/04_advantages.ipynb #4f706340
 """Group-relative advantages: each completion is scored against the other completions of its own prompt.
 
 Why this replaces PPO's value model safely: for outcome rewards every token of completion i shares one advantage,
@@ -16,10 +16,10 @@ large), so no learned critic is needed. Rows are laid out prompt-major: [p0·g0,
 """
 import torch
 
-# %% ../nbs/04_advantages.ipynb #2677a75d
+# %% ../nbs/04_advantages.ipynb #e48b90db
 SCALE_REWARDS = ("group", "batch", "none")
 
-# %% ../nbs/04_advantages.ipynb #91147d80
+# %% ../nbs/04_advantages.ipynb #c37afadf
 def _nanstd(x: torch.Tensor, dim=None) -> torch.Tensor:
     "Bessel-corrected standard deviation that ignores NaNs (NaN when fewer than two values remain)."
     mean = torch.nanmean(x, dim=dim, keepdim=True)
@@ -28,13 +28,13 @@ def _nanstd(x: torch.Tensor, dim=None) -> torch.Tensor:
     var = torch.where(n > 1, var, torch.full_like(var, float("nan")))
     return var.sqrt().squeeze(dim) if dim is not None else var.sqrt().squeeze()
 
-# %% ../nbs/04_advantages.ipynb #fb8a7e84
+# %% ../nbs/04_advantages.ipynb #b42638e7
 def _check_groups(n: int, num_generations: int):
     if num_generations < 1 or n % num_generations:
         raise ValueError(f"got {n} rewards, which is not a multiple of num_generations={num_generations}: rewards "
                          f"must hold whole groups, num_generations completions per prompt, prompt-major.")
 
-# %% ../nbs/04_advantages.ipynb #29f5e860
+# %% ../nbs/04_advantages.ipynb #c541aa90
 def group_reward_std(
     rewards: torch.Tensor,  # (N,) one reward per completion, N = prompts × num_generations
     num_generations: int,   # G, completions per prompt
@@ -43,7 +43,7 @@ def group_reward_std(
     _check_groups(rewards.numel(), num_generations)
     return _nanstd(rewards.view(-1, num_generations).float(), dim=1).repeat_interleave(num_generations)
 
-# %% ../nbs/04_advantages.ipynb #0222a1b6
+# %% ../nbs/04_advantages.ipynb #714d34ce
 def group_advantages(
     rewards: torch.Tensor,   # (N,) one reward per completion; NaN where no reward function scored it
     num_generations: int,    # G, completions per prompt (rows are prompt-major)

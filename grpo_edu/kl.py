@@ -7,7 +7,7 @@ Docs: https://grpo-edu.github.io/grpo_edu/kl.html.md"""
 # %% auto #0
 __all__ = ['kl_k1', 'kl_k2', 'kl_k3', 'kl_exact']
 
-# %% ../nbs/03_kl.ipynb #adc94209
+# %% ../nbs/03_kl.ipynb #05d5a51a
 """Per-token estimators of KL(π_θ ‖ π_ref) from tokens sampled from π_θ, plus the exact KL for comparison.
 
 Why estimating is safe: the exact KL needs both full distributions (two (B, T, V) tensors); the estimators need
@@ -16,7 +16,7 @@ only the two log-probs of the sampled token, which the loss computes anyway. k3 
 import torch
 import torch.nn.functional as F
 
-# %% ../nbs/03_kl.ipynb #eadd2b49
+# %% ../nbs/03_kl.ipynb #db2733af
 def kl_k1(
     logp: torch.Tensor,      # (B, T) log π_θ of the sampled tokens
     ref_logp: torch.Tensor,  # (B, T) log π_ref of the same tokens
@@ -24,7 +24,7 @@ def kl_k1(
     "k1 = -log r = log π_θ - log π_ref: unbiased, high variance, can be negative."
     return logp - ref_logp
 
-# %% ../nbs/03_kl.ipynb #3a8dd146
+# %% ../nbs/03_kl.ipynb #25dc4b46
 def kl_k2(
     logp: torch.Tensor,      # (B, T) log π_θ of the sampled tokens
     ref_logp: torch.Tensor,  # (B, T) log π_ref of the same tokens
@@ -32,7 +32,7 @@ def kl_k2(
     "k2 = ½ (log r)²: low variance, non-negative, biased."
     return 0.5 * (ref_logp - logp) ** 2
 
-# %% ../nbs/03_kl.ipynb #7a59c1e5
+# %% ../nbs/03_kl.ipynb #3e00fc58
 def kl_k3(
     logp: torch.Tensor,      # (B, T) log π_θ of the sampled tokens
     ref_logp: torch.Tensor,  # (B, T) log π_ref of the same tokens
@@ -41,7 +41,7 @@ def kl_k3(
     log_r = ref_logp - logp
     return torch.exp(log_r) - log_r - 1
 
-# %% ../nbs/03_kl.ipynb #6a2c602d
+# %% ../nbs/03_kl.ipynb #80f44e36
 def kl_exact(
     logits: torch.Tensor,      # (B, T, V) policy logits
     ref_logits: torch.Tensor,  # (B, T, V) reference logits

@@ -7,7 +7,7 @@ Docs: https://grpo-edu.github.io/grpo_edu/logprobs.html.md"""
 # %% auto #0
 __all__ = ['selective_log_softmax', 'entropy_from_logits', 'per_token_logps']
 
-# %% ../nbs/05_logprobs.ipynb #c7c92543
+# %% ../nbs/05_logprobs.ipynb #6fe1623c
 """Per-token log-probabilities of sampled tokens (the π_θ(o_t | q, o_<t) of the GRPO objective).
 
 Why each simplification is safe:
@@ -19,7 +19,7 @@ Why each simplification is safe:
 import torch
 import torch.nn.functional as F
 
-# %% ../nbs/05_logprobs.ipynb #1f335609
+# %% ../nbs/05_logprobs.ipynb #77c4512c
 def selective_log_softmax(
     logits: torch.Tensor,  # (B, T, V) unnormalised scores
     index: torch.Tensor,   # (B, T) the chosen token ids
@@ -36,7 +36,7 @@ def selective_log_softmax(
         out.append(row_logps.gather(-1, row_index.unsqueeze(-1)).squeeze(-1))
     return torch.stack(out)
 
-# %% ../nbs/05_logprobs.ipynb #fb671d40
+# %% ../nbs/05_logprobs.ipynb #0fad2d89
 def entropy_from_logits(
     logits: torch.Tensor,  # (B, T, V)
     chunk_size: int = 128, # rows of (T, V) processed at once
@@ -49,7 +49,7 @@ def entropy_from_logits(
         out.append(-(logps.exp() * logps).sum(-1))                            # (c,)
     return torch.cat(out).reshape(logits.shape[:-1])
 
-# %% ../nbs/05_logprobs.ipynb #c6a956b8
+# %% ../nbs/05_logprobs.ipynb #0a234eb3
 def per_token_logps(
     model,                          # a causal LM: model(input_ids, attention_mask, logits_to_keep=...) -> .logits
     input_ids: torch.Tensor,        # (B, T) prompt ‖ completion token ids
