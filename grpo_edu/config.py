@@ -7,7 +7,7 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/config.html.md"""
 # %% auto #0
 __all__ = ['FIELD_NAMES', 'TOY_RECIPE', 'GRPOConfig', 'validate', 'config_from_dict', 'load_config']
 
-# %% ../nbs/api/06_config.ipynb #54480e1b
+# %% ../nbs/api/06_config.ipynb #92640071
 """GRPOConfig: every knob of a run, with TRL's names and defaults where the concept is the same.
 
 Why one dataclass: the CLI (`--field value`), YAML recipes and Python users all build this object, and `validate()`
@@ -21,7 +21,7 @@ from .errors import GRPOEduError, closest
 from .loss import LOSS_TYPES
 from .advantages import SCALE_REWARDS
 
-# %% ../nbs/api/06_config.ipynb #f089cec7
+# %% ../nbs/api/06_config.ipynb #28bc23ab
 @dataclass
 class GRPOConfig:
     "Everything a GRPO run needs. Batch sizes count completions, as in TRL (PR 2776)."
@@ -84,7 +84,7 @@ class GRPOConfig:
         "Prompts in one optimizer step across all processes: batch × accumulation × processes / G."
         return self.per_device_train_batch_size * self.gradient_accumulation_steps * num_processes // self.num_generations
 
-# %% ../nbs/api/06_config.ipynb #90c3f743
+# %% ../nbs/api/06_config.ipynb #16507274
 def _err(msg): raise GRPOEduError(msg)
 
 @typing.no_type_check
@@ -129,6 +129,11 @@ def validate(self: GRPOConfig, num_processes: int = 1) -> GRPOConfig:
     if c.torch_dtype not in ("float32", "bfloat16", "float16", "auto"):
         _err(f"torch_dtype={c.torch_dtype!r}: use float32, bfloat16, float16 or auto.")
     if c.report_to not in ("none", "tensorboard"): _err(f"report_to={c.report_to!r}: use none or tensorboard.")
+    if c.report_to == "tensorboard":
+        import importlib.util
+        if importlib.util.find_spec("tensorboard") is None:
+            _err("report_to=tensorboard needs the tensorboard package: `pip install tensorboard`, or set report_to=none "
+                 "(metrics.jsonl and the PNG plots are always written).")
     if c.dataset not in ("toy", "gsm8k", "tldr") and not Path(c.dataset).exists():
         _err(f"dataset={c.dataset!r} is neither a built-in task (toy, gsm8k, tldr) nor an existing file "
              f"(looked in {Path.cwd()}). Give a path to a .jsonl/.json/.csv/.parquet file with a `prompt` column.")
@@ -138,10 +143,10 @@ def validate(self: GRPOConfig, num_processes: int = 1) -> GRPOConfig:
 
 GRPOConfig.validate = validate
 
-# %% ../nbs/api/06_config.ipynb #7c719c45
+# %% ../nbs/api/06_config.ipynb #578a833d
 FIELD_NAMES = tuple(f.name for f in fields(GRPOConfig))
 
-# %% ../nbs/api/06_config.ipynb #3c14a6de
+# %% ../nbs/api/06_config.ipynb #55c487b3
 def _coerce(name: str, value):
     "Convert a command-line string to the type of field `name`."
     if not isinstance(value, str): return value
@@ -158,7 +163,7 @@ def _coerce(name: str, value):
         raise GRPOEduError(f"--{name} {value!r}: expected a {ftype.split(' ')[0]} value.") from None
     return value
 
-# %% ../nbs/api/06_config.ipynb #15c5aa80
+# %% ../nbs/api/06_config.ipynb #790886f4
 def config_from_dict(d: dict, source: str = "config") -> GRPOConfig:
     "A GRPOConfig from a mapping; unknown keys raise an error that suggests the closest field name."
     for k in d:
@@ -167,7 +172,7 @@ def config_from_dict(d: dict, source: str = "config") -> GRPOConfig:
                                f"See `grpo-edu train --help` for the list of fields.")
     return GRPOConfig(**{k: _coerce(k, v) for k, v in d.items()})
 
-# %% ../nbs/api/06_config.ipynb #3ead75ce
+# %% ../nbs/api/06_config.ipynb #da91709e
 def load_config(path: str | None = None, overrides: dict | None = None, base: dict | None = None) -> GRPOConfig:
     "Load a YAML recipe (or start from `base`), then apply `overrides` (field -> value or string)."
     d = dict(base or {})
@@ -181,7 +186,7 @@ def load_config(path: str | None = None, overrides: dict | None = None, base: di
     d.update(overrides or {})
     return config_from_dict(d, source=str(path or "command line"))
 
-# %% ../nbs/api/06_config.ipynb #43aacb96
+# %% ../nbs/api/06_config.ipynb #98ce2180
 TOY_RECIPE = dict(model_name_or_path="toy", dataset="toy", num_generations=8, per_device_train_batch_size=128,
                   max_completion_length=6, max_prompt_length=None, learning_rate=1e-4, beta=0.0, loss_type="dapo",
                   max_steps=1000, warmup_ratio=0.0, lr_scheduler_type="constant", temperature=1.0, logging_steps=10,

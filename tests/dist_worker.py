@@ -38,3 +38,5 @@ metrics = tr._update(batch)
 if acc.is_main_process:
     json.dump({"world": acc.num_processes, "loss": metrics["loss"], "kl": metrics["kl"], "entropy": metrics["entropy"],
                "grads": {k: v.flatten().tolist() for k, v in grads.items()}}, open(out_path, "w"))
+acc.wait_for_everyone()
+if torch.distributed.is_initialized(): torch.distributed.destroy_process_group()   # a clean gloo shutdown on every rank

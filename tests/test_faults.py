@@ -94,3 +94,14 @@ def test_sigkill_during_save_keeps_previous_checkpoint(tmp_path):
 def test_resume_from_missing_checkpoint_is_clear(tmp_path):
     r = run_cli("train", *SMALL, "--output_dir", tmp_path, "--resume_from_checkpoint", tmp_path / "checkpoint-9")
     assert r.returncode == 2 and "no complete checkpoint there" in r.stderr
+
+
+def test_eval_command_on_a_checkpoint(uninterrupted, tmp_path):
+    "grpo-edu eval: greedy pass@1 with a 95% interval, and sampled pass@k, on a saved checkpoint."
+    out = tmp_path / "eval.json"
+    r = run_cli("eval", "--model", uninterrupted / "checkpoint-6", "--dataset", "toy", "--max_samples", "40",
+                "--pass_k", "4", "--max_new_tokens", "6", "--output", out)
+    assert r.returncode == 0, r.stderr[-2000:]
+    res = json.loads(out.read_text())
+    assert res["n"] == 40 and 0 <= res["ci95"][0] <= res["pass@1"] <= res["ci95"][1] <= 1
+    assert 0 <= res["pass@4"] <= 1 and "pass@1 (greedy)" in r.stdout

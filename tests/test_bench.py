@@ -1,0 +1,22 @@
+"""`grpo-edu bench` runs end to end (tiny shape on CPU: a smoke test of the command, not a speed measurement)."""
+import json
+from conftest import run_cli
+
+
+def test_bench_smoke(shared, tmp_path):
+    r = run_cli("bench", "--shapes", "tiny", "--steps", "1", "--max_completion_length", "16", "--data_dir", shared,
+                "--per_device_train_batch_size", "8", "--gradient_accumulation_steps", "1",
+                "--out_dir", tmp_path, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    files = list(tmp_path.glob("*.json"))
+    assert len(files) == 1
+    rec = json.loads(files[0].read_text())
+    row = rec["results"][0]
+    assert rec["gpu"] and "torch" in rec["versions"] and row["model"] == "tiny"
+    for k in ("ours_step_s", "trl_step_s", "rollout_tok_s", "hf_generate_tok_s"): assert row[k] and row[k] > 0, k
+    assert "ours_peak_gib" in row and "trl_peak_gib" in row
+
+
+def test_bench_needs_data(tmp_path):
+    r = run_cli("bench", "--data_dir", tmp_path, timeout=120)
+    assert r.returncode == 2 and "must hold gsm8k/" in r.stderr
