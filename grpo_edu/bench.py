@@ -7,7 +7,7 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/bench.html.md"""
 # %% auto #0
 __all__ = ['BENCH_SHAPES', 'random_model_dir', 'generate_tok_s', 'bench_ours', 'bench_trl', 'run_bench']
 
-# %% ../nbs/api/12_bench.ipynb #ace5dfe9
+# %% ../nbs/api/12_bench.ipynb #465122f5
 """The benchmark behind the README's speed claims: grpo_edu vs TRL on the same GPU, same config, one process.
 
 Why random weights are a fair speed test: step time depends on shapes and completion lengths, not on what the
@@ -19,12 +19,12 @@ from pathlib import Path
 import torch
 from .memory import SHAPES
 
-# %% ../nbs/api/12_bench.ipynb #3387f709
+# %% ../nbs/api/12_bench.ipynb #6c2d8235
 BENCH_SHAPES = {"0.5b": SHAPES["qwen2.5-0.5b"], "1.5b": SHAPES["qwen2.5-1.5b"],
                 "tiny": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                              num_key_value_heads=2, vocab_size=151936, tie_word_embeddings=True)}
 
-# %% ../nbs/api/12_bench.ipynb #9c4715b0
+# %% ../nbs/api/12_bench.ipynb #4b5bda04
 def random_model_dir(shape: str, tokenizer_path: str, out_dir: str, dtype=torch.bfloat16) -> str:
     "Save a random-weight Qwen2 of `shape` with the real tokenizer to `out_dir` (both trainers load it from there)."
     from transformers import AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
@@ -35,7 +35,7 @@ def random_model_dir(shape: str, tokenizer_path: str, out_dir: str, dtype=torch.
     Qwen2ForCausalLM(cfg).to(dtype).save_pretrained(out_dir); tok.save_pretrained(out_dir)
     return out_dir
 
-# %% ../nbs/api/12_bench.ipynb #909e744c
+# %% ../nbs/api/12_bench.ipynb #56a9c6fd
 def _sync():
     if torch.cuda.is_available(): torch.cuda.synchronize()
 
@@ -45,7 +45,7 @@ def _peak_gib():
 def _reset_peak():
     if torch.cuda.is_available(): torch.cuda.empty_cache(); torch.cuda.reset_peak_memory_stats()
 
-# %% ../nbs/api/12_bench.ipynb #0b84e05b
+# %% ../nbs/api/12_bench.ipynb #717905f5
 @torch.no_grad()
 def generate_tok_s(model_dir: str, prompts: list, new_tokens: int = 256, batch: int = 64, engine: str = "hf") -> float:
     "Generated tokens per second for `batch` prompts × `new_tokens` (engine 'hf': HF generate, dynamic cache; 'ours': grpo_edu.rollout)."
@@ -67,7 +67,7 @@ def generate_tok_s(model_dir: str, prompts: list, new_tokens: int = 256, batch: 
     t = time.perf_counter(); n = run(); _sync()
     return n / (time.perf_counter() - t)
 
-# %% ../nbs/api/12_bench.ipynb #215a26f2
+# %% ../nbs/api/12_bench.ipynb #2a96c27a
 def bench_ours(model_dir: str, dataset, steps: int = 3, max_completion_length: int = 512, batch: int = 16, accum: int = 4,
                **overrides) -> dict:
     "grpo_edu's step time (steady: the first step is dropped) and peak memory on the benchmark config."
@@ -88,7 +88,7 @@ def bench_ours(model_dir: str, dataset, steps: int = 3, max_completion_length: i
     del tr; _reset_peak()
     return out
 
-# %% ../nbs/api/12_bench.ipynb #57bb8c02
+# %% ../nbs/api/12_bench.ipynb #5b921b7f
 def bench_trl(model_dir: str, dataset, steps: int = 3, max_completion_length: int = 512, batch: int = 16,
               accum: int = 4) -> dict | None:
     "TRL 1.16 GRPOTrainer on the same config (None when TRL is not installed)."
@@ -109,7 +109,7 @@ def bench_trl(model_dir: str, dataset, steps: int = 3, max_completion_length: in
     del tr; _reset_peak()
     return out
 
-# %% ../nbs/api/12_bench.ipynb #669be513
+# %% ../nbs/api/12_bench.ipynb #da58ee54
 def run_bench(
     shapes=("0.5b", "1.5b"),          # model shapes (random weights)
     data_dir: str = "../shared/data", # holds gsm8k/ and qwen2.5-tokenizer/

@@ -7,7 +7,7 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/checkpoint.html.md"""
 # %% auto #0
 __all__ = ['rng_state', 'set_rng_state', 'save_checkpoint', 'latest_checkpoint', 'load_trainer_state']
 
-# %% ../nbs/api/08_checkpoint.ipynb #08f33037
+# %% ../nbs/api/08_checkpoint.ipynb #e18c527d
 """Checkpoints: model, tokenizer, optimizer, scheduler, RNG states and step, written atomically.
 
 Why rename is enough for atomicity: `os.replace` of a directory entry is atomic on POSIX filesystems; a process
@@ -17,7 +17,7 @@ import os, random, shutil, time
 from pathlib import Path
 import torch
 
-# %% ../nbs/api/08_checkpoint.ipynb #49b0e6e5
+# %% ../nbs/api/08_checkpoint.ipynb #5a19190d
 def rng_state() -> dict:
     "Python, torch CPU and CUDA RNG states."
     s = {"python": random.getstate(), "torch": torch.get_rng_state()}
@@ -29,7 +29,7 @@ def set_rng_state(s: dict):
     random.setstate(s["python"]); torch.set_rng_state(s["torch"])
     if "cuda" in s and torch.cuda.is_available(): torch.cuda.set_rng_state_all(s["cuda"])
 
-# %% ../nbs/api/08_checkpoint.ipynb #e2cb472a
+# %% ../nbs/api/08_checkpoint.ipynb #7be8246f
 def save_checkpoint(
     output_dir,             # the run folder
     step: int,              # optimizer steps done
@@ -54,13 +54,13 @@ def save_checkpoint(
             shutil.rmtree(old, ignore_errors=True)
     return final
 
-# %% ../nbs/api/08_checkpoint.ipynb #3bdbcfe5
+# %% ../nbs/api/08_checkpoint.ipynb #edf48e65
 def latest_checkpoint(output_dir) -> Path | None:
     "The complete checkpoint with the highest step in `output_dir` (temp folders are ignored)."
     cks = [p for p in Path(output_dir).glob("checkpoint-*") if (p / "trainer_state.pt").exists()]
     return max(cks, key=lambda p: int(p.name.split("-")[1])) if cks else None
 
-# %% ../nbs/api/08_checkpoint.ipynb #797f0c21
+# %% ../nbs/api/08_checkpoint.ipynb #27ab6308
 def load_trainer_state(path) -> dict:
     "The trainer state saved with a checkpoint."
     return torch.load(Path(path) / "trainer_state.pt", weights_only=False)

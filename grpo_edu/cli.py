@@ -8,7 +8,7 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/cli.html.md"""
 __all__ = ['COMMANDS', 'parse_overrides', 'wilson_interval', 'pass_at_k', 'cmd_train', 'cmd_eval', 'cmd_memory', 'cmd_bench',
            'main']
 
-# %% ../nbs/api/10_cli.ipynb #bd63da5f
+# %% ../nbs/api/10_cli.ipynb #ec49f6a1
 """The `grpo-edu` command. `train` builds a GRPOConfig (embedded toy recipe, or --config YAML, then --field value
 overrides) and runs GRPOTrainer; `eval` measures greedy pass@1 (and pass@k) with a 95% interval.
 
@@ -20,7 +20,7 @@ from pathlib import Path
 from .config import FIELD_NAMES, TOY_RECIPE, GRPOConfig, load_config
 from .errors import GRPOEduError, closest
 
-# %% ../nbs/api/10_cli.ipynb #5a4323ba
+# %% ../nbs/api/10_cli.ipynb #46e02c59
 def parse_overrides(argv: list[str]) -> dict:
     "`['--beta', '0.04', '--bf16', '--seed=3']` -> {'beta': '0.04', 'bf16': 'true', 'seed': '3'}; unknown names are errors."
     out, i = {}, 0
@@ -37,7 +37,7 @@ def parse_overrides(argv: list[str]) -> dict:
         out[key] = val; i += 1
     return out
 
-# %% ../nbs/api/10_cli.ipynb #505ac393
+# %% ../nbs/api/10_cli.ipynb #c3d29d85
 def wilson_interval(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
     "95% Wilson score interval for k successes in n trials."
     if n == 0: return (0.0, 0.0)
@@ -45,26 +45,27 @@ def wilson_interval(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
     c, h = (p + z * z / (2 * n)) / d, z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
     return (max(0.0, c - h), min(1.0, c + h))
 
-# %% ../nbs/api/10_cli.ipynb #75c3d0a6
+# %% ../nbs/api/10_cli.ipynb #b9a9070f
 def pass_at_k(n: int, c: int, k: int) -> float:
     "Unbiased pass@k from n samples with c correct (Chen et al., 2021): 1 - C(n-c, k) / C(n, k)."
     if n - c < k: return 1.0
     return 1.0 - math.prod((n - c - i) / (n - i) for i in range(k))
 
-# %% ../nbs/api/10_cli.ipynb #b5d9907e
+# %% ../nbs/api/10_cli.ipynb #c0be1044
 def cmd_train(argv: list[str]) -> int:
     "grpo-edu train [--config FILE.yaml] [--field value ...]"
     if argv and argv[0] in ("-h", "--help"):
         print(cmd_train.__doc__ + "\n\nWithout --config: the embedded toy run (no network, no GPU).\nFields (defaults):")
         for f in GRPOConfig.__dataclass_fields__.values(): print(f"  --{f.name} (default: {f.default if f.default is not f.default_factory else f.default_factory()})")
         return 0
-    cfg_path = None
-    if argv and argv[0] == "--config" or any(a.startswith("--config=") for a in argv[:1]):
-        cfg_path = argv[1] if argv[0] == "--config" else argv[0].split("=", 1)[1]
-        if argv[0] == "--config" and len(argv) < 2: raise GRPOEduError("--config needs a path to a YAML recipe.")
-        argv = argv[2:] if argv[0] == "--config" else argv[1:]
-    elif "--config" in argv:
-        i = argv.index("--config"); cfg_path = argv[i + 1]; argv = argv[:i] + argv[i + 2:]
+    cfg_path, rest, i = None, [], 0
+    while i < len(argv):                                       # pull out --config PATH / --config=PATH
+        if argv[i] == "--config":
+            if i + 1 >= len(argv): raise GRPOEduError("--config needs a path to a YAML recipe.")
+            cfg_path, i = argv[i + 1], i + 2
+        elif argv[i].startswith("--config="): cfg_path, i = argv[i].split("=", 1)[1], i + 1
+        else: rest.append(argv[i]); i += 1
+    argv = rest
     args = load_config(cfg_path, parse_overrides(argv), base=None if cfg_path else TOY_RECIPE).validate()
     from grpo_edu.trainer import trainer_from_config
     trainer = trainer_from_config(args)
@@ -80,7 +81,7 @@ def cmd_train(argv: list[str]) -> int:
     print(f"[grpo-edu] plots:   {', '.join(summary.get('plots', []))}\n[grpo-edu] model:   {summary['checkpoint']}")
     return 0
 
-# %% ../nbs/api/10_cli.ipynb #7268299d
+# %% ../nbs/api/10_cli.ipynb #23b378b8
 def cmd_eval(argv: list[str]) -> int:
     "grpo-edu eval --model PATH [--dataset gsm8k|toy|FILE] [--dataset_path P] [--max_samples N] [--pass_k K]"
     p = argparse.ArgumentParser(prog="grpo-edu eval", description="Greedy pass@1 (and sampled pass@k) with a 95% interval.")
@@ -119,7 +120,7 @@ def cmd_eval(argv: list[str]) -> int:
     if a.output: Path(a.output).write_text(json.dumps(res, indent=1))
     return 0
 
-# %% ../nbs/api/10_cli.ipynb #2abae43d
+# %% ../nbs/api/10_cli.ipynb #5f823855
 def cmd_memory(argv: list[str]) -> int:
     "grpo-edu memory [--config FILE.yaml] [--model ID|PATH] [--gpus N] [--zero S] [--gpu_memory_gib G] [--field value ...]"
     p = argparse.ArgumentParser(prog="grpo-edu memory", description="Estimate GPU memory per process for a GRPO run (offline).")
@@ -136,7 +137,7 @@ def cmd_memory(argv: list[str]) -> int:
                                f"completions {cfg.max_completion_length}, {cfg.torch_dtype} weights"))
     return 0
 
-# %% ../nbs/api/10_cli.ipynb #f4a59cac
+# %% ../nbs/api/10_cli.ipynb #d4478e89
 def cmd_bench(argv: list[str]) -> int:
     "grpo-edu bench [--shapes 0.5b,1.5b] [--steps 3] [--max_completion_length 512] [--data_dir DIR] [--no_trl]"
     p = argparse.ArgumentParser(prog="grpo-edu bench", description="grpo_edu vs TRL GRPOTrainer, same GPU, same config.")
@@ -152,7 +153,7 @@ def cmd_bench(argv: list[str]) -> int:
               batch=a.per_device_train_batch_size, accum=a.gradient_accumulation_steps)
     return 0
 
-# %% ../nbs/api/10_cli.ipynb #3289832b
+# %% ../nbs/api/10_cli.ipynb #090c8a84
 COMMANDS = {"train": cmd_train, "eval": cmd_eval, "memory": cmd_memory, "bench": cmd_bench}
 
 def main(argv: list[str] | None = None) -> int:
@@ -171,5 +172,5 @@ def main(argv: list[str] | None = None) -> int:
         print("grpo-edu: interrupted.", file=sys.stderr)
         return 130
 
-# %% ../nbs/api/10_cli.ipynb #b26a6ba8
+# %% ../nbs/api/10_cli.ipynb #5cf9ba35
 if __name__ == "__main__": sys.exit(main())

@@ -7,7 +7,7 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/config.html.md"""
 # %% auto #0
 __all__ = ['FIELD_NAMES', 'TOY_RECIPE', 'GRPOConfig', 'validate', 'config_from_dict', 'load_config']
 
-# %% ../nbs/api/06_config.ipynb #92640071
+# %% ../nbs/api/06_config.ipynb #6db2c230
 """GRPOConfig: every knob of a run, with TRL's names and defaults where the concept is the same.
 
 Why one dataclass: the CLI (`--field value`), YAML recipes and Python users all build this object, and `validate()`
@@ -21,7 +21,7 @@ from .errors import GRPOEduError, closest
 from .loss import LOSS_TYPES
 from .advantages import SCALE_REWARDS
 
-# %% ../nbs/api/06_config.ipynb #28bc23ab
+# %% ../nbs/api/06_config.ipynb #696ff3ab
 @dataclass
 class GRPOConfig:
     "Everything a GRPO run needs. Batch sizes count completions, as in TRL (PR 2776)."
@@ -84,7 +84,7 @@ class GRPOConfig:
         "Prompts in one optimizer step across all processes: batch × accumulation × processes / G."
         return self.per_device_train_batch_size * self.gradient_accumulation_steps * num_processes // self.num_generations
 
-# %% ../nbs/api/06_config.ipynb #16507274
+# %% ../nbs/api/06_config.ipynb #50098464
 def _err(msg): raise GRPOEduError(msg)
 
 @typing.no_type_check
@@ -143,10 +143,10 @@ def validate(self: GRPOConfig, num_processes: int = 1) -> GRPOConfig:
 
 GRPOConfig.validate = validate
 
-# %% ../nbs/api/06_config.ipynb #578a833d
+# %% ../nbs/api/06_config.ipynb #09a8c2f5
 FIELD_NAMES = tuple(f.name for f in fields(GRPOConfig))
 
-# %% ../nbs/api/06_config.ipynb #55c487b3
+# %% ../nbs/api/06_config.ipynb #e4591edc
 def _coerce(name: str, value):
     "Convert a command-line string to the type of field `name`."
     if not isinstance(value, str): return value
@@ -163,7 +163,7 @@ def _coerce(name: str, value):
         raise GRPOEduError(f"--{name} {value!r}: expected a {ftype.split(' ')[0]} value.") from None
     return value
 
-# %% ../nbs/api/06_config.ipynb #790886f4
+# %% ../nbs/api/06_config.ipynb #245293b0
 def config_from_dict(d: dict, source: str = "config") -> GRPOConfig:
     "A GRPOConfig from a mapping; unknown keys raise an error that suggests the closest field name."
     for k in d:
@@ -172,7 +172,7 @@ def config_from_dict(d: dict, source: str = "config") -> GRPOConfig:
                                f"See `grpo-edu train --help` for the list of fields.")
     return GRPOConfig(**{k: _coerce(k, v) for k, v in d.items()})
 
-# %% ../nbs/api/06_config.ipynb #da91709e
+# %% ../nbs/api/06_config.ipynb #83ce7158
 def load_config(path: str | None = None, overrides: dict | None = None, base: dict | None = None) -> GRPOConfig:
     "Load a YAML recipe (or start from `base`), then apply `overrides` (field -> value or string)."
     d = dict(base or {})
@@ -186,7 +186,7 @@ def load_config(path: str | None = None, overrides: dict | None = None, base: di
     d.update(overrides or {})
     return config_from_dict(d, source=str(path or "command line"))
 
-# %% ../nbs/api/06_config.ipynb #98ce2180
+# %% ../nbs/api/06_config.ipynb #8d2400c2
 TOY_RECIPE = dict(model_name_or_path="toy", dataset="toy", num_generations=8, per_device_train_batch_size=128,
                   max_completion_length=6, max_prompt_length=None, learning_rate=1e-4, beta=0.0, loss_type="dapo",
                   max_steps=1000, warmup_ratio=0.0, lr_scheduler_type="constant", temperature=1.0, logging_steps=10,

@@ -7,15 +7,15 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/errors.html.md"""
 # %% auto #0
 __all__ = ['GRPOEduError', 'closest']
 
-# %% ../nbs/api/01_errors.ipynb #0d0b4770
+# %% ../nbs/api/01_errors.ipynb #a738a032
 """The error type for bad input (config, data, rewards, models). The CLI turns it into a one-paragraph message."""
 import difflib
 
-# %% ../nbs/api/01_errors.ipynb #0941d490
+# %% ../nbs/api/01_errors.ipynb #f42dc5a7
 class GRPOEduError(ValueError):
     "Bad input: the message says which field is wrong and how to fix it."
 
-# %% ../nbs/api/01_errors.ipynb #326e9193
+# %% ../nbs/api/01_errors.ipynb #cc13cf4b
 def closest(name: str, choices) -> str:
     "' Did you mean `x`?' for the closest of `choices`, or ''."
     m = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.6)

@@ -7,7 +7,7 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/loss.html.md"""
 # %% auto #0
 __all__ = ['LOSS_TYPES', 'per_token_loss', 'aggregate_loss', 'grpo_loss', 'grpo_loss_metrics']
 
-# %% ../nbs/api/00_loss.ipynb #838273b1
+# %% ../nbs/api/00_loss.ipynb #ddfc6090
 """The GRPO loss: clipped surrogate + β·k3 KL, with TRL's four aggregations (grpo, bnpo, dr_grpo, dapo).
 
 Why each simplification is safe:
@@ -19,10 +19,10 @@ Why each simplification is safe:
 import torch
 from .kl import kl_k3
 
-# %% ../nbs/api/00_loss.ipynb #f47f91c1
+# %% ../nbs/api/00_loss.ipynb #a02e8896
 LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo")
 
-# %% ../nbs/api/00_loss.ipynb #6403a060
+# %% ../nbs/api/00_loss.ipynb #fcf701c9
 def per_token_loss(
     logps: torch.Tensor,                # (B, T) log π_θ, with grad
     old_logps: torch.Tensor | None,     # (B, T) log π_old, or None for π_old = π_θ
@@ -44,7 +44,7 @@ def per_token_loss(
     if kl is not None: loss = loss + beta * kl
     return loss, kl, ratio
 
-# %% ../nbs/api/00_loss.ipynb #ba90a609
+# %% ../nbs/api/00_loss.ipynb #565b72c6
 def aggregate_loss(
     loss: torch.Tensor,                        # (B, T) per-token loss
     mask: torch.Tensor,                        # (B, T) 1 for completion tokens that count
@@ -66,7 +66,7 @@ def aggregate_loss(
         return (loss * mask).sum() / n.clamp(min=1.0)
     raise ValueError(f"loss_type={loss_type!r} is not one of {LOSS_TYPES}.")
 
-# %% ../nbs/api/00_loss.ipynb #df03a483
+# %% ../nbs/api/00_loss.ipynb #262c5d41
 def grpo_loss(
     logps: torch.Tensor,                       # (B, T) log π_θ of the completion tokens, with grad
     old_logps: torch.Tensor | None,            # (B, T) log π_old, or None when π_old = π_θ
@@ -84,7 +84,7 @@ def grpo_loss(
     loss, _, _ = per_token_loss(logps, old_logps, ref_logps, advantages, beta, epsilon, epsilon_high)
     return aggregate_loss(loss, mask, loss_type, max_completion_length, num_items_in_batch)
 
-# %% ../nbs/api/00_loss.ipynb #1c7520e5
+# %% ../nbs/api/00_loss.ipynb #2ceb4e87
 def grpo_loss_metrics(
     logps: torch.Tensor,                # (B, T)
     old_logps: torch.Tensor | None,     # (B, T) or None

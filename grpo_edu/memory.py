@@ -7,7 +7,7 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/memory.html.md"""
 # %% auto #0
 __all__ = ['SHAPES', 'GiB', 'model_shape', 'param_count', 'estimate_memory', 'format_estimate']
 
-# %% ../nbs/api/11_memory.ipynb #bcd8a5b1
+# %% ../nbs/api/11_memory.ipynb #c3b97e71
 """A memory planner for GRPO on decoder-only transformers (Qwen2-style), from a config.json alone.
 
 Why an estimate from shapes is good enough to plan: the big terms are exact counts (parameters × bytes); activations
@@ -19,7 +19,7 @@ import json, math
 from pathlib import Path
 from .errors import GRPOEduError
 
-# %% ../nbs/api/11_memory.ipynb #3be375aa
+# %% ../nbs/api/11_memory.ipynb #7f00adf8
 SHAPES = {
     "qwen2.5-0.5b": dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14,
                          num_key_value_heads=2, vocab_size=151936, tie_word_embeddings=True),
@@ -31,7 +31,7 @@ _ALIASES = {"Qwen/Qwen2.5-0.5B-Instruct": "qwen2.5-0.5b", "Qwen/Qwen2.5-0.5B": "
 _KEYS = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
          "vocab_size", "tie_word_embeddings")
 
-# %% ../nbs/api/11_memory.ipynb #1075aae8
+# %% ../nbs/api/11_memory.ipynb #52e68ff9
 def model_shape(model) -> dict:
     "The shape of `model`: a known name, a config.json (or its folder), a transformers config, or a Hub id (cached)."
     if isinstance(model, dict): return {k: model[k] for k in _KEYS if k in model}
@@ -48,7 +48,7 @@ def model_shape(model) -> dict:
         raise GRPOEduError(f"cannot find the shape of model {model!r}: give a config.json (or its folder), one of "
                            f"{', '.join(SHAPES)}, or a Hub id that is in the local cache.") from None
 
-# %% ../nbs/api/11_memory.ipynb #b267639d
+# %% ../nbs/api/11_memory.ipynb #8a7262b1
 def param_count(shape: dict) -> int:
     "Parameters of a Qwen2-style decoder (q/k/v biases, no o_proj bias, SwiGLU MLP, RMSNorm), tied or not."
     h, I, L = shape["hidden_size"], shape["intermediate_size"], shape["num_hidden_layers"]
@@ -58,11 +58,11 @@ def param_count(shape: dict) -> int:
     emb = shape["vocab_size"] * h
     return emb + L * layer + h + (0 if shape.get("tie_word_embeddings", True) else emb)
 
-# %% ../nbs/api/11_memory.ipynb #fa4080e9
+# %% ../nbs/api/11_memory.ipynb #7412e37b
 _BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "auto": 2}
 GiB = 2 ** 30
 
-# %% ../nbs/api/11_memory.ipynb #b7c299c6
+# %% ../nbs/api/11_memory.ipynb #2fb7f4ef
 def estimate_memory(
     model,                               # anything model_shape takes
     per_device_train_batch_size: int = 8,
@@ -107,7 +107,7 @@ def estimate_memory(
     out["fits"] = out["total"] <= gpu_memory_gib
     return out
 
-# %% ../nbs/api/11_memory.ipynb #dc2c3bcc
+# %% ../nbs/api/11_memory.ipynb #fc831197
 def format_estimate(est: dict, title: str = "") -> str:
     "A small text table of `estimate_memory`'s result."
     rows = [f"{title}".strip(), f"{'part':<22}{'GiB':>8}"]

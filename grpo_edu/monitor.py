@@ -7,7 +7,7 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/monitor.html.md"""
 # %% auto #0
 __all__ = ['PLOTS', 'HEALTH_ADVICE', 'MetricsWriter', 'plot_metrics', 'HealthMonitor']
 
-# %% ../nbs/api/07_monitor.ipynb #b590206e
+# %% ../nbs/api/07_monitor.ipynb #15a90e84
 """Watching a run: one JSON row per logged step, PNG plots, and a health monitor.
 
 Why a monitor: seed 001's advice is "rely mostly on the reward, and keep an eye on the generations". The reward can
@@ -20,7 +20,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-# %% ../nbs/api/07_monitor.ipynb #682ec482
+# %% ../nbs/api/07_monitor.ipynb #5feecc6c
 class MetricsWriter:
     "Appends one JSON row per logged step to `<output_dir>/metrics.jsonl` (and TensorBoard when asked)."
     def __init__(self, output_dir, tensorboard: bool = False, resume_step: int | None = None):
@@ -46,11 +46,11 @@ class MetricsWriter:
         "All rows logged so far."
         return [json.loads(l) for l in self.path.read_text().splitlines() if l.strip()] if self.path.exists() else []
 
-# %% ../nbs/api/07_monitor.ipynb #b5094d31
+# %% ../nbs/api/07_monitor.ipynb #64c1b0a0
 PLOTS = {"reward": ["reward"], "accuracy": ["rewards/accuracy_reward/mean"], "kl": ["kl"],
          "length": ["completions/mean_length"], "grad_norm": ["grad_norm"]}
 
-# %% ../nbs/api/07_monitor.ipynb #5858cc0b
+# %% ../nbs/api/07_monitor.ipynb #ae002c0d
 def plot_metrics(
     rows: list[dict],    # metrics.jsonl rows
     out_dir,             # where the PNGs go
@@ -73,7 +73,7 @@ def plot_metrics(
         written.append(p)
     return written
 
-# %% ../nbs/api/07_monitor.ipynb #015887fe
+# %% ../nbs/api/07_monitor.ipynb #921e097d
 HEALTH_ADVICE = {
     "no_signal": "no learning signal: in most groups every completion got the same reward (frac_reward_zero_std ≥ 0.9), "
                  "so the advantages are 0. The task is too hard or too easy for this model: use easier/harder prompts, "
@@ -87,7 +87,7 @@ HEALTH_ADVICE = {
                       "rewards for NaN, and prefer bf16 over fp16.",
 }
 
-# %% ../nbs/api/07_monitor.ipynb #0dc4fbad
+# %% ../nbs/api/07_monitor.ipynb #d99e57b2
 class HealthMonitor:
     "Watches logged metrics and returns warnings (each once per run), counted for summary.json's `health`."
     def __init__(self, window: int = 20):

@@ -8,7 +8,7 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/rewards.html.md"""
 __all__ = ['REWARD_FUNCS', 'completion_text', 'parse_number', 'extract_gsm8k_answer', 'extract_final_answer', 'answers_match',
            'accuracy_reward', 'format_reward', 'length_reward', 'ModelReward', 'get_reward_func']
 
-# %% ../nbs/api/02_rewards.ipynb #2b99daba
+# %% ../nbs/api/02_rewards.ipynb #48cb77f8
 """Reward functions with TRL's signature: correctness on GSM8K-style answers, format, length, and a reward model.
 
 Why rule-based rewards are safe here: GSM8K answers are single numbers, so a numeric comparison is an exact
@@ -17,7 +17,7 @@ verifier (DeepSeekMath's "outcome supervision"); nothing needs to be learned abo
 import math, re
 import torch
 
-# %% ../nbs/api/02_rewards.ipynb #0839b711
+# %% ../nbs/api/02_rewards.ipynb #8895081c
 def completion_text(completion) -> str:
     "The text of a completion: a string, or the content of the last message of a conversational completion."
     if isinstance(completion, str): return completion
@@ -26,10 +26,10 @@ def completion_text(completion) -> str:
     if isinstance(completion, dict): return str(completion.get("content", ""))
     raise TypeError(f"a completion must be a string or a list of messages, got {type(completion).__name__}")
 
-# %% ../nbs/api/02_rewards.ipynb #a2456fc2
+# %% ../nbs/api/02_rewards.ipynb #998b6bab
 _NUM = re.compile(r"-?\$?\d[\d,]*(?:\.\d+)?")
 
-# %% ../nbs/api/02_rewards.ipynb #56767c2d
+# %% ../nbs/api/02_rewards.ipynb #edac1531
 def parse_number(text) -> float | None:
     "The number in `text` ('$1,234.50' -> 1234.5, '72.' -> 72.0), or None when there is none."
     if text is None: return None
@@ -38,17 +38,17 @@ def parse_number(text) -> float | None:
     try: return float(m[-1].replace("$", "").replace(",", ""))
     except ValueError: return None
 
-# %% ../nbs/api/02_rewards.ipynb #3491e3bd
+# %% ../nbs/api/02_rewards.ipynb #55590055
 def extract_gsm8k_answer(text: str) -> str | None:
     "The final number of a GSM8K solution: what follows `####`, commas removed ('#### 1,234' -> '1234')."
     if "####" not in text: return None
     tail = text.split("####")[-1].strip()
     return tail.replace(",", "").replace("$", "").strip() or None
 
-# %% ../nbs/api/02_rewards.ipynb #7e7ff02a
+# %% ../nbs/api/02_rewards.ipynb #e9bdf8e0
 _ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 
-# %% ../nbs/api/02_rewards.ipynb #c005f327
+# %% ../nbs/api/02_rewards.ipynb #ece0a87b
 def extract_final_answer(text: str) -> str | None:
     "The model's final answer: inside `<answer>…</answer>` if present, else after `####`, else the last number."
     tags = _ANSWER_TAG.findall(text)
@@ -57,31 +57,31 @@ def extract_final_answer(text: str) -> str | None:
     nums = _NUM.findall(text)
     return nums[-1] if nums else None
 
-# %% ../nbs/api/02_rewards.ipynb #611cf71b
+# %% ../nbs/api/02_rewards.ipynb #ec896176
 def answers_match(predicted, reference, tol: float = 1e-6) -> bool:
     "Numeric comparison: '72' = '72.0' = '$72' = '72 apples'."
     a, b = parse_number(predicted), parse_number(reference)
     return a is not None and b is not None and math.isclose(a, b, rel_tol=0, abs_tol=tol)
 
-# %% ../nbs/api/02_rewards.ipynb #c5470967
+# %% ../nbs/api/02_rewards.ipynb #8c11e399
 def accuracy_reward(completions, answer, **kwargs) -> list[float]:
     "1.0 when the completion's final answer equals the reference `answer` numerically, else 0.0."
     return [float(answers_match(extract_final_answer(completion_text(c)), a)) for c, a in zip(completions, answer)]
 
-# %% ../nbs/api/02_rewards.ipynb #1615b2f4
+# %% ../nbs/api/02_rewards.ipynb #79ff9755
 _FORMAT = re.compile(r"^\s*<think>.*?</think>\s*<answer>.*?</answer>\s*$", re.DOTALL)
 
-# %% ../nbs/api/02_rewards.ipynb #d133397b
+# %% ../nbs/api/02_rewards.ipynb #e04b420e
 def format_reward(completions, **kwargs) -> list[float]:
     "1.0 when the completion is exactly `<think>…</think><answer>…</answer>`, else 0.0."
     return [float(bool(_FORMAT.match(completion_text(c)))) for c in completions]
 
-# %% ../nbs/api/02_rewards.ipynb #e9c2c2c2
+# %% ../nbs/api/02_rewards.ipynb #50833b91
 def length_reward(completions, **kwargs) -> list[float]:
     "Seed 001's example: longer completions score higher (a reward that is easy to hack — watch the generations)."
     return [float(len(completion_text(c))) for c in completions]
 
-# %% ../nbs/api/02_rewards.ipynb #027ee6f5
+# %% ../nbs/api/02_rewards.ipynb #7724d261
 class ModelReward:
     "A sequence-classification reward model (id or path) used as a TRL-signature reward function."
     def __init__(self, model, tokenizer=None, batch_size: int = 16, device=None):
@@ -105,10 +105,10 @@ class ModelReward:
             out += self.model(**enc).logits[:, 0].float().tolist()
         return out
 
-# %% ../nbs/api/02_rewards.ipynb #fe7007bf
+# %% ../nbs/api/02_rewards.ipynb #330c855e
 REWARD_FUNCS = {"accuracy": accuracy_reward, "format": format_reward, "length": length_reward}
 
-# %% ../nbs/api/02_rewards.ipynb #b95d0f95
+# %% ../nbs/api/02_rewards.ipynb #e7f37574
 def get_reward_func(name: str):
     "A reward function by name (`accuracy`, `format`, `length`), or a `ModelReward` for a model id/path."
     if name in REWARD_FUNCS: return REWARD_FUNCS[name]

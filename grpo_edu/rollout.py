@@ -7,7 +7,7 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/rollout.html.md"""
 # %% auto #0
 __all__ = ['is_conversational', 'prompt_texts', 'encode_prompts', 'completion_mask', 'generate_completions']
 
-# %% ../nbs/api/05_rollout.ipynb #e59e8942
+# %% ../nbs/api/05_rollout.ipynb #a8b7ce0e
 """Rollout: from prompts to completion token ids and masks.
 
 Why each simplification is safe:
@@ -20,12 +20,12 @@ import torch
 from transformers import GenerationConfig
 from .errors import GRPOEduError
 
-# %% ../nbs/api/05_rollout.ipynb #074d9bb4
+# %% ../nbs/api/05_rollout.ipynb #925ff65b
 def is_conversational(prompt) -> bool:
     "True for a list of chat messages (`[{'role': ..., 'content': ...}, ...]`)."
     return isinstance(prompt, (list, tuple)) and len(prompt) > 0 and isinstance(prompt[0], dict) and "role" in prompt[0]
 
-# %% ../nbs/api/05_rollout.ipynb #9f63a1b2
+# %% ../nbs/api/05_rollout.ipynb #c0717310
 def prompt_texts(tokenizer, prompts) -> list[str]:
     "Prompts as text: chat-template conversational prompts (with the generation prompt), pass strings through."
     if any(is_conversational(p) for p in prompts):
@@ -37,7 +37,7 @@ def prompt_texts(tokenizer, prompts) -> list[str]:
                 else p for p in prompts]
     return list(prompts)
 
-# %% ../nbs/api/05_rollout.ipynb #4ecede05
+# %% ../nbs/api/05_rollout.ipynb #c97ba742
 def encode_prompts(
     tokenizer,                       # a HF tokenizer
     prompts: list,                   # strings or message lists
@@ -52,7 +52,7 @@ def encode_prompts(
     mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows])       # (B, P)
     return ids, mask
 
-# %% ../nbs/api/05_rollout.ipynb #a5e2820f
+# %% ../nbs/api/05_rollout.ipynb #fd2e605b
 def completion_mask(
     completion_ids: torch.Tensor,  # (B, K) sampled tokens, anything after EOS is padding
     eos_token_id,                  # an id or a list of ids that end a completion
@@ -65,7 +65,7 @@ def completion_mask(
     pos = torch.arange(K, device=completion_ids.device)[None]                           # (1, K)
     return (pos <= first[:, None]).long(), ~is_eos.any(1)
 
-# %% ../nbs/api/05_rollout.ipynb #eb091c2b
+# %% ../nbs/api/05_rollout.ipynb #a817e3dd
 @torch.no_grad()
 def generate_completions(
     model,                           # the policy (unwrapped)

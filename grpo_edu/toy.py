@@ -7,7 +7,7 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/toy.html.md"""
 # %% auto #0
 __all__ = ['TOY_CHARS', 'toy_tokenizer', 'toy_model', 'addition_dataset', 'greedy_accuracy', 'sft_warm_start']
 
-# %% ../nbs/api/03_toy.ipynb #d221c41f
+# %% ../nbs/api/03_toy.ipynb #673dec99
 """The embedded default: a character tokenizer, a tiny Qwen2 model and an addition task, built offline.
 
 Why this is a fair demonstration: the trainer sees a real HF tokenizer and causal LM and a dataset with a
@@ -19,10 +19,10 @@ from datasets import Dataset
 from tokenizers import Tokenizer, decoders, models
 from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
-# %% ../nbs/api/03_toy.ipynb #b864d692
+# %% ../nbs/api/03_toy.ipynb #fffc9688
 TOY_CHARS = "0123456789+-*= "
 
-# %% ../nbs/api/03_toy.ipynb #2db14f47
+# %% ../nbs/api/03_toy.ipynb #ee3735f9
 def toy_tokenizer() -> PreTrainedTokenizerFast:
     "A character-level tokenizer over digits and `+-*= `, with `<pad>` and `<eos>`."
     vocab = {"<pad>": 0, "<eos>": 1, **{c: i + 2 for i, c in enumerate(TOY_CHARS)}}
@@ -32,7 +32,7 @@ def toy_tokenizer() -> PreTrainedTokenizerFast:
     tok.padding_side = "left"                                                # prompts are left-padded for generation
     return tok
 
-# %% ../nbs/api/03_toy.ipynb #f080cf48
+# %% ../nbs/api/03_toy.ipynb #b37fcf35
 def toy_model(
     tokenizer,             # the toy tokenizer
     hidden_size: int = 96, # model width
@@ -50,7 +50,7 @@ def toy_model(
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     return model
 
-# %% ../nbs/api/03_toy.ipynb #68d4f91c
+# %% ../nbs/api/03_toy.ipynb #313873dd
 def addition_dataset(
     n: int,               # number of problems
     digits: int = 2,      # operands have up to this many digits
@@ -65,7 +65,7 @@ def addition_dataset(
         if p not in skip: rows.append({"prompt": p, "answer": str(a + b)})
     return Dataset.from_list(rows)
 
-# %% ../nbs/api/03_toy.ipynb #cc40afd6
+# %% ../nbs/api/03_toy.ipynb #66954efb
 @torch.no_grad()
 def greedy_accuracy(model, tokenizer, prompts, answers, max_new_tokens: int = 6) -> float:
     "Fraction of `prompts` whose greedy completion is exactly the answer."
@@ -74,7 +74,7 @@ def greedy_accuracy(model, tokenizer, prompts, answers, max_new_tokens: int = 6)
     texts = tokenizer.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
     return sum(t.strip() == a for t, a in zip(texts, answers)) / len(texts)
 
-# %% ../nbs/api/03_toy.ipynb #205016d1
+# %% ../nbs/api/03_toy.ipynb #5ea6b847
 def sft_warm_start(
     model,              # the toy model (trained in place)
     tokenizer,          # the toy tokenizer

@@ -7,7 +7,7 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/trainer.html.md"""
 # %% auto #0
 __all__ = ['load_policy', 'call_reward_funcs', 'GRPOTrainer', 'evaluate', 'save', 'train', 'trainer_from_config']
 
-# %% ../nbs/api/09_trainer.ipynb #290590be
+# %% ../nbs/api/09_trainer.ipynb #b1fb92f7
 """GRPOTrainer: the only place that knows about processes, devices, optimizers and files.
 
 One step reads top to bottom as DeepSeekMath's algorithm: sample prompts → G completions each (rollout) → rewards
@@ -37,7 +37,7 @@ from .monitor import HEALTH_ADVICE, HealthMonitor, MetricsWriter, plot_metrics
 from .rewards import accuracy_reward, get_reward_func
 from .rollout import encode_prompts, generate_completions, is_conversational
 
-# %% ../nbs/api/09_trainer.ipynb #6d3f6ece
+# %% ../nbs/api/09_trainer.ipynb #748fbbca
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "auto": "auto"}
 
 def load_policy(name: str, torch_dtype: str = "float32"):
@@ -55,7 +55,7 @@ def load_policy(name: str, torch_dtype: str = "float32"):
     tok.padding_side = "left"
     return model, tok
 
-# %% ../nbs/api/09_trainer.ipynb #fe83f88e
+# %% ../nbs/api/09_trainer.ipynb #08a61611
 def _reward_name(f) -> str: return getattr(f, "__name__", type(f).__name__)
 
 def call_reward_funcs(
@@ -100,7 +100,7 @@ def _failing_row(f, prompts, completions, completion_ids, columns):
         except Exception: return i
     return None
 
-# %% ../nbs/api/09_trainer.ipynb #dae1dd86
+# %% ../nbs/api/09_trainer.ipynb #2b8b8d3a
 class GRPOTrainer:
     "GRPO on a causal LM with TRL-signature reward functions; device, precision and processes through accelerate."
     def __init__(self,
@@ -155,7 +155,7 @@ class GRPOTrainer:
                                f"holds the prompts to `prompt` (a string or a list of chat messages).")
         return ds
 
-# %% ../nbs/api/09_trainer.ipynb #0d58347f
+# %% ../nbs/api/09_trainer.ipynb #d3d7d639
 @torch.no_grad()
 def _prompt_rows(self: GRPOTrainer, round_idx: int) -> list[dict]:
     "The rows this process handles in generation round `round_idx`."
@@ -170,7 +170,7 @@ def _prompt_rows(self: GRPOTrainer, round_idx: int) -> list[dict]:
     return [self.train_dataset[i] for i in idx]
 GRPOTrainer._prompt_rows = _prompt_rows
 
-# %% ../nbs/api/09_trainer.ipynb #0166733d
+# %% ../nbs/api/09_trainer.ipynb #dc77a394
 @torch.no_grad()
 def _generate_and_score(self: GRPOTrainer, rows: list[dict]):
     "Rollout G completions per prompt, reward them, and compute advantages (and π_old, π_ref log-probs if needed)."
@@ -219,7 +219,7 @@ def _generate_and_score(self: GRPOTrainer, rows: list[dict]):
     return batch, metrics, samples
 GRPOTrainer._generate_and_score = _generate_and_score
 
-# %% ../nbs/api/09_trainer.ipynb #51c2a502
+# %% ../nbs/api/09_trainer.ipynb #f67eed07
 @contextlib.contextmanager
 def _phase(name: str):
     "Turn a CUDA out-of-memory error into a message that names the phase and the knobs to turn."
@@ -230,7 +230,7 @@ def _phase(name: str):
             f"gradient_accumulation_steps to keep the batch), max_completion_length, num_generations; or set "
             f"gradient_checkpointing=true, torch_dtype=bfloat16. `grpo-edu memory --config YOUR.yaml` estimates what fits.") from None
 
-# %% ../nbs/api/09_trainer.ipynb #b5fd9341
+# %% ../nbs/api/09_trainer.ipynb #4315fc03
 def _update(self: GRPOTrainer, batch: dict) -> dict:
     "One optimizer step over the batch's micro-batches; returns loss, grad_norm and the loss metrics."
     a, acc, model = self.args, self.accelerator, self.model
@@ -271,7 +271,7 @@ def _update(self: GRPOTrainer, batch: dict) -> dict:
     return out
 GRPOTrainer._update = _update
 
-# %% ../nbs/api/09_trainer.ipynb #abd2737e
+# %% ../nbs/api/09_trainer.ipynb #47e58b89
 @torch.no_grad()
 def evaluate(self: GRPOTrainer, dataset=None, max_samples: int | None = None, batch_size: int = 64,
              max_new_tokens: int | None = None) -> dict:
@@ -293,7 +293,7 @@ def evaluate(self: GRPOTrainer, dataset=None, max_samples: int | None = None, ba
     return {"accuracy": (tot[0] / tot[1].clamp(min=1)).item(), "n": int(tot[1].item())}
 GRPOTrainer.evaluate = evaluate
 
-# %% ../nbs/api/09_trainer.ipynb #491fc001
+# %% ../nbs/api/09_trainer.ipynb #4f40a321
 def save(self: GRPOTrainer) -> Path:
     "Save an atomic checkpoint of everything needed to continue exactly (main process writes)."
     self.accelerator.wait_for_everyone()
@@ -307,7 +307,7 @@ def save(self: GRPOTrainer) -> Path:
     return path
 GRPOTrainer.save = save
 
-# %% ../nbs/api/09_trainer.ipynb #b746ec7f
+# %% ../nbs/api/09_trainer.ipynb #064d1c8b
 def _resume(self: GRPOTrainer, path) -> int:
     "Load a checkpoint's weights, optimizer, scheduler, RNG and step; return the step."
     p = latest_checkpoint(self.args.output_dir) if str(path) == "latest" else Path(path)
@@ -326,7 +326,7 @@ def _resume(self: GRPOTrainer, path) -> int:
     return self.step
 GRPOTrainer._resume = _resume
 
-# %% ../nbs/api/09_trainer.ipynb #ca65a0ca
+# %% ../nbs/api/09_trainer.ipynb #89904680
 def train(self: GRPOTrainer) -> dict:
     "Run GRPO to max_steps; write metrics.jsonl, checkpoints, plots and summary.json; return the summary."
     a, acc, t_start = self.args, self.accelerator, time.time()
@@ -354,7 +354,8 @@ def train(self: GRPOTrainer) -> dict:
                     if main: tqdm.write(f"[grpo-edu] warning at step {self.step}: {HEALTH_ADVICE[w]}")
                 if main: writer.write(logged)
             bar.update(1)
-            bar.set_postfix(reward=f"{row['reward']:.3f}", step_s=f"{row['step_time']:.2f}")
+            bar.set_postfix(reward=f"{row['reward']:.3f}", step_s=f"{row['step_time']:.2f}",
+                            **({"health": ",".join(self.health.fired)} if self.health.fired else {}))
             if a.save_steps and self.step % a.save_steps == 0 and self.step < self.max_steps: self.save()
     finally:
         bar.close(); signal.signal(signal.SIGINT, old_handler) if old_handler is not None else None
@@ -373,7 +374,7 @@ def train(self: GRPOTrainer) -> dict:
     return summary
 GRPOTrainer.train = train
 
-# %% ../nbs/api/09_trainer.ipynb #b4ce14b0
+# %% ../nbs/api/09_trainer.ipynb #3794b1fc
 def _install_sigint(trainer):
     "First Ctrl-C: finish the step, save, exit cleanly. Second Ctrl-C: stop at once."
     import threading
@@ -388,7 +389,7 @@ def _log_completions(out: Path, step: int, samples: list):
     with (out / "completions.jsonl").open("a") as f:
         for s in samples: f.write(json.dumps({"step": step, **{k: v if isinstance(v, (str, int, float)) else str(v) for k, v in s.items()}}) + "\n")
 
-# %% ../nbs/api/09_trainer.ipynb #7f5a3209
+# %% ../nbs/api/09_trainer.ipynb #f763c394
 def trainer_from_config(args: GRPOConfig) -> GRPOTrainer:
     "Build the model, datasets and trainer that a GRPOConfig describes (validates first, loads second)."
     args.validate()

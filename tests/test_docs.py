@@ -35,6 +35,7 @@ def site(tmp_path_factory):
     for nb_path in sorted(proc.rglob("*.ipynb")):
         if ".ipynb_checkpoints" in nb_path.parts: continue
         nb = nbformat.read(nb_path, 4)
+        nb.cells = [c for c in nb.cells if c.cell_type != "raw"]   # Quarto front matter: Quarto reads it, a browser would show it
         for c in nb.cells:                                   # nbdev adds bookkeeping keys (has_sd) that nbformat rejects
             for k in [k for k in c if k not in _CELL_KEYS[c.cell_type]]: del c[k]
             c.metadata.pop("execution", None)

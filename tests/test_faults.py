@@ -105,3 +105,31 @@ def test_eval_command_on_a_checkpoint(uninterrupted, tmp_path):
     res = json.loads(out.read_text())
     assert res["n"] == 40 and 0 <= res["ci95"][0] <= res["pass@1"] <= res["ci95"][1] <= 1
     assert 0 <= res["pass@4"] <= 1 and "pass@1 (greedy)" in r.stdout
+
+
+def test_nonfinite_gradient_skips_the_step(tmp_path):
+    "A NaN gradient norm skips the optimizer step (weights unchanged), is counted, and the health monitor says so."
+    import torch
+    from datasets import Dataset
+    from grpo_edu.config import GRPOConfig
+    from grpo_edu.toy import toy_model, toy_tokenizer
+    from grpo_edu.trainer import GRPOTrainer
+    tok = toy_tokenizer(); model = toy_model(tok, 32, 1)
+    ds = Dataset.from_list([{"prompt": f"{i}+1=", "answer": str(i + 1)} for i in range(8)])
+    args = GRPOConfig(output_dir=str(tmp_path), num_generations=4, per_device_train_batch_size=8, max_completion_length=3,
+                      max_steps=2, learning_rate=1e-3, eval_dataset=None, logging_steps=1)
+    tr = GRPOTrainer(model, ["length"], args, ds, None, tok)
+    real_update = tr._update
+    def poisoned(batch):                                         # make the loss's gradient NaN for step 1 only
+        if tr.step == 0:
+            h = tr.model.model.embed_tokens.weight.register_hook(lambda g: g * float("nan"))
+            try: return real_update(batch)
+            finally: h.remove()
+        return real_update(batch)
+    before = [p.detach().clone() for p in tr.model.parameters()]
+    tr._update = poisoned
+    s = tr.train()
+    first = [json.loads(l) for l in (tmp_path / "metrics.jsonl").open()][0]
+    assert first["skipped_step"] == 1 and first["grad_norm"] != first["grad_norm"]      # NaN
+    assert s["health"]["skipped_steps"] == 1 and "nonfinite_grad" in s["health"]["warnings"]
+    assert any((p - q).abs().max() > 0 for p, q in zip(tr.model.parameters(), before))    # step 2 did update
