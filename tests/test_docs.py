@@ -1,7 +1,7 @@
 """The docs site, checked without Quarto: nbdev-proc-nbs, each processed notebook rendered to standalone HTML by
 nbconvert with a local MathJax (Debian's libjs-mathjax), then loaded in headless Chromium. Asserts: equations typeset,
 no raw `$$`, plots present as images, no cell shows an error. Screenshots of two pages go to test-artifacts/."""
-import json, shutil, subprocess, sys
+import json, re, shutil, subprocess, sys
 from pathlib import Path
 import pytest
 
@@ -43,7 +43,7 @@ def site(tmp_path_factory):
         out = repo / "html" / nb_path.relative_to(proc).with_suffix(".html")
         out.parent.mkdir(parents=True, exist_ok=True); out.write_text(html)
         pngs = sum(1 for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if "image/png" in o.get("data", {}))
-        has_math = any(c.cell_type == "markdown" and "$" in c.source for c in nb.cells)
+        has_math = any(c.cell_type == "markdown" and re.search(r"\$\$|\$[^$\n]*[\\_^{][^$\n]*\$", c.source) for c in nb.cells)
         pages[str(nb_path.relative_to(proc))] = dict(html=out, pngs=pngs, math=has_math,
                                                      src="\n".join(c.source for c in nb.cells))
     return pages
