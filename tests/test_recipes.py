@@ -1,0 +1,29 @@
+"""The YAML recipes in configs/ load, validate, and are estimated to fit their cards (24 GiB RTX 4090s)."""
+from dataclasses import asdict
+from pathlib import Path
+import pytest
+import yaml
+from grpo_edu.config import load_config
+from grpo_edu.memory import estimate_memory
+
+ROOT = Path(__file__).resolve().parents[1]
+RECIPES = sorted((ROOT / "configs").glob("qwen2.5-*.yaml"))
+
+
+@pytest.mark.parametrize("path", RECIPES, ids=lambda p: p.name)
+def test_recipe_validates_and_fits(path):
+    cfg = load_config(path).validate(num_processes=2 if "2x4090" in path.name else 1)
+    est = estimate_memory(cfg.model_name_or_path, **{**asdict(cfg), "gpus": 2 if "2x4090" in path.name else 1})
+    assert est["fits"], (path.name, est["total"])
+
+
+def test_two_gpu_recipe_keeps_the_one_gpu_batch():
+    one = load_config(ROOT / "configs" / "qwen2.5-1.5b-gsm8k-1x4090.yaml")
+    two = load_config(ROOT / "configs" / "qwen2.5-1.5b-gsm8k-2x4090.yaml")
+    assert one.prompts_per_step(1) == two.prompts_per_step(2)
+
+
+def test_accelerate_configs_parse():
+    for f in (ROOT / "configs" / "accelerate").glob("*.yaml"):
+        d = yaml.safe_load(f.read_text())
+        assert d["num_processes"] == 2 and d["distributed_type"] in ("MULTI_GPU", "FSDP", "DEEPSPEED"), f.name
