@@ -8,19 +8,19 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/cli.html.md"""
 __all__ = ['COMMANDS', 'parse_overrides', 'wilson_interval', 'pass_at_k', 'cmd_train', 'cmd_eval', 'cmd_memory', 'cmd_bench',
            'main']
 
-# %% ../nbs/api/10_cli.ipynb #ec49f6a1
+# %% ../nbs/api/10_cli.ipynb #6fb02c59
 """The `grpo-edu` command. `train` builds a GRPOConfig (embedded toy recipe, or --config YAML, then --field value
 overrides) and runs GRPOTrainer; `eval` measures greedy pass@1 (and pass@k) with a 95% interval.
 
 Why errors are caught here and nowhere else: the library raises GRPOEduError with a full explanation; only the
 command line decides that a user should see that paragraph instead of a traceback.
 """
-import argparse, json, math, os, sys
+import argparse, dataclasses, json, math, os, sys
 from pathlib import Path
 from .config import FIELD_NAMES, TOY_RECIPE, GRPOConfig, load_config
 from .errors import GRPOEduError, closest
 
-# %% ../nbs/api/10_cli.ipynb #46e02c59
+# %% ../nbs/api/10_cli.ipynb #9204e5c0
 def parse_overrides(argv: list[str]) -> dict:
     "`['--beta', '0.04', '--bf16', '--seed=3']` -> {'beta': '0.04', 'bf16': 'true', 'seed': '3'}; unknown names are errors."
     out, i = {}, 0
@@ -37,7 +37,7 @@ def parse_overrides(argv: list[str]) -> dict:
         out[key] = val; i += 1
     return out
 
-# %% ../nbs/api/10_cli.ipynb #c3d29d85
+# %% ../nbs/api/10_cli.ipynb #f84bc170
 def wilson_interval(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
     "95% Wilson score interval for k successes in n trials."
     if n == 0: return (0.0, 0.0)
@@ -45,18 +45,19 @@ def wilson_interval(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
     c, h = (p + z * z / (2 * n)) / d, z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
     return (max(0.0, c - h), min(1.0, c + h))
 
-# %% ../nbs/api/10_cli.ipynb #b9a9070f
+# %% ../nbs/api/10_cli.ipynb #2a82b6c5
 def pass_at_k(n: int, c: int, k: int) -> float:
     "Unbiased pass@k from n samples with c correct (Chen et al., 2021): 1 - C(n-c, k) / C(n, k)."
     if n - c < k: return 1.0
     return 1.0 - math.prod((n - c - i) / (n - i) for i in range(k))
 
-# %% ../nbs/api/10_cli.ipynb #c0be1044
+# %% ../nbs/api/10_cli.ipynb #3b280292
 def cmd_train(argv: list[str]) -> int:
     "grpo-edu train [--config FILE.yaml] [--field value ...]"
     if argv and argv[0] in ("-h", "--help"):
         print(cmd_train.__doc__ + "\n\nWithout --config: the embedded toy run (no network, no GPU).\nFields (defaults):")
-        for f in GRPOConfig.__dataclass_fields__.values(): print(f"  --{f.name} (default: {f.default if f.default is not f.default_factory else f.default_factory()})")
+        for f in dataclasses.fields(GRPOConfig):
+            print(f"  --{f.name} (default: {f.default_factory() if f.default is dataclasses.MISSING else f.default})")
         return 0
     cfg_path, rest, i = None, [], 0
     while i < len(argv):                                       # pull out --config PATH / --config=PATH
@@ -81,7 +82,7 @@ def cmd_train(argv: list[str]) -> int:
     print(f"[grpo-edu] plots:   {', '.join(summary.get('plots', []))}\n[grpo-edu] model:   {summary['checkpoint']}")
     return 0
 
-# %% ../nbs/api/10_cli.ipynb #23b378b8
+# %% ../nbs/api/10_cli.ipynb #a7af51c3
 def cmd_eval(argv: list[str]) -> int:
     "grpo-edu eval --model PATH [--dataset gsm8k|toy|FILE] [--dataset_path P] [--max_samples N] [--pass_k K]"
     p = argparse.ArgumentParser(prog="grpo-edu eval", description="Greedy pass@1 (and sampled pass@k) with a 95% interval.")
@@ -92,9 +93,7 @@ def cmd_eval(argv: list[str]) -> int:
     a = p.parse_args(argv)
     import torch
     from grpo_edu.data import load_task
-    from grpo_edu.rewards import accuracy_reward
-    from grpo_edu.rollout import encode_prompts, generate_completions
-    from grpo_edu.trainer import load_policy
+    from grpo_edu.trainer import answer_rewards, load_policy
     ds = load_task(a.dataset, a.split, a.dataset_path)
     if "answer" not in ds.column_names: raise GRPOEduError(f"--dataset {a.dataset}: eval needs an `answer` column.")
     if a.max_samples: ds = ds.select(range(min(a.max_samples, len(ds))))
@@ -103,14 +102,11 @@ def cmd_eval(argv: list[str]) -> int:
     n_ok, per_k = 0, []
     for i in range(0, len(ds), a.batch_size):
         rows = ds.select(range(i, min(i + a.batch_size, len(ds))))
-        ids, pm = encode_prompts(tok, list(rows["prompt"]), None)
-        c, _, _ = generate_completions(model, tok, ids.to(dev), pm.to(dev), a.max_new_tokens, do_sample=False)
-        n_ok += sum(accuracy_reward(tok.batch_decode(c, skip_special_tokens=True), list(rows["answer"])))
+        prompts, answers = list(rows["prompt"]), list(rows["answer"])
+        n_ok += sum(answer_rewards(model, tok, prompts, answers, a.max_new_tokens))
         if a.pass_k > 1:
             k = a.pass_k
-            c, _, _ = generate_completions(model, tok, ids.repeat_interleave(k, 0).to(dev), pm.repeat_interleave(k, 0).to(dev),
-                                           a.max_new_tokens, temperature=a.temperature)
-            ok = accuracy_reward(tok.batch_decode(c, skip_special_tokens=True), [x for x in rows["answer"] for _ in range(k)])
+            ok = answer_rewards(model, tok, prompts, answers, a.max_new_tokens, samples=k, temperature=a.temperature)
             per_k += [pass_at_k(k, int(sum(ok[j * k:(j + 1) * k])), k) for j in range(len(rows))]
     n = len(ds); lo, hi = wilson_interval(int(n_ok), n)
     res = {"model": a.model, "dataset": a.dataset, "n": n, "pass@1": n_ok / n, "ci95": [lo, hi]}
@@ -120,7 +116,7 @@ def cmd_eval(argv: list[str]) -> int:
     if a.output: Path(a.output).write_text(json.dumps(res, indent=1))
     return 0
 
-# %% ../nbs/api/10_cli.ipynb #5f823855
+# %% ../nbs/api/10_cli.ipynb #8a7650f4
 def cmd_memory(argv: list[str]) -> int:
     "grpo-edu memory [--config FILE.yaml] [--model ID|PATH] [--gpus N] [--zero S] [--gpu_memory_gib G] [--field value ...]"
     p = argparse.ArgumentParser(prog="grpo-edu memory", description="Estimate GPU memory per process for a GRPO run (offline).")
@@ -137,7 +133,7 @@ def cmd_memory(argv: list[str]) -> int:
                                f"completions {cfg.max_completion_length}, {cfg.torch_dtype} weights"))
     return 0
 
-# %% ../nbs/api/10_cli.ipynb #d4478e89
+# %% ../nbs/api/10_cli.ipynb #bb9cfc88
 def cmd_bench(argv: list[str]) -> int:
     "grpo-edu bench [--shapes 0.5b,1.5b] [--steps 3] [--max_completion_length 512] [--data_dir DIR] [--no_trl]"
     p = argparse.ArgumentParser(prog="grpo-edu bench", description="grpo_edu vs TRL GRPOTrainer, same GPU, same config.")
@@ -153,7 +149,7 @@ def cmd_bench(argv: list[str]) -> int:
               batch=a.per_device_train_batch_size, accum=a.gradient_accumulation_steps)
     return 0
 
-# %% ../nbs/api/10_cli.ipynb #090c8a84
+# %% ../nbs/api/10_cli.ipynb #86973689
 COMMANDS = {"train": cmd_train, "eval": cmd_eval, "memory": cmd_memory, "bench": cmd_bench}
 
 def main(argv: list[str] | None = None) -> int:
@@ -172,5 +168,5 @@ def main(argv: list[str] | None = None) -> int:
         print("grpo-edu: interrupted.", file=sys.stderr)
         return 130
 
-# %% ../nbs/api/10_cli.ipynb #5cf9ba35
+# %% ../nbs/api/10_cli.ipynb #130961f0
 if __name__ == "__main__": sys.exit(main())
