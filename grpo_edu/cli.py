@@ -90,6 +90,8 @@ def cmd_eval(argv: list[str]) -> int:
     p.add_argument("--split", default="test"); p.add_argument("--max_samples", type=int); p.add_argument("--pass_k", type=int, default=1)
     p.add_argument("--max_new_tokens", type=int, default=512); p.add_argument("--batch_size", type=int, default=64)
     p.add_argument("--temperature", type=float, default=1.0); p.add_argument("--output")
+    p.add_argument("--rollout_engine", default="auto", choices=("auto", "static", "hf"),
+                   help="auto: the static-cache CUDA-graph sampler on CUDA, HF generate elsewhere")
     a = p.parse_args(argv)
     import torch
     from grpo_edu.data import load_task
@@ -103,10 +105,11 @@ def cmd_eval(argv: list[str]) -> int:
     for i in range(0, len(ds), a.batch_size):
         rows = ds.select(range(i, min(i + a.batch_size, len(ds))))
         prompts, answers = list(rows["prompt"]), list(rows["answer"])
-        n_ok += sum(answer_rewards(model, tok, prompts, answers, a.max_new_tokens))
+        n_ok += sum(answer_rewards(model, tok, prompts, answers, a.max_new_tokens, engine=a.rollout_engine))
         if a.pass_k > 1:
             k = a.pass_k
-            ok = answer_rewards(model, tok, prompts, answers, a.max_new_tokens, samples=k, temperature=a.temperature)
+            ok = answer_rewards(model, tok, prompts, answers, a.max_new_tokens, samples=k, temperature=a.temperature,
+                                engine=a.rollout_engine)
             per_k += [pass_at_k(k, int(sum(ok[j * k:(j + 1) * k])), k) for j in range(len(rows))]
     n = len(ds); lo, hi = wilson_interval(int(n_ok), n)
     res = {"model": a.model, "dataset": a.dataset, "n": n, "pass@1": n_ok / n, "ci95": [lo, hi]}

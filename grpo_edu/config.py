@@ -47,6 +47,8 @@ class GRPOConfig:
     top_k: int = 0                           # 0: no top-k filter
     min_p: float | None = None
     repetition_penalty: float = 1.0
+    rollout_engine: str = "auto"             # auto: static-cache CUDA-graph sampler on CUDA, HF generate elsewhere; static; hf
+    rollout_compile: bool = False            # torch.compile the static engine's decode step (slower start, faster steps)
     # loss
     beta: float = 0.0                        # KL weight; 0 means no reference model is loaded (TRL's default)
     epsilon: float = 0.2                     # clip range, lower side
@@ -118,6 +120,9 @@ def validate(self: GRPOConfig, num_processes: int = 1) -> GRPOConfig:
         _err(f"epsilon={c.epsilon}, epsilon_high={c.epsilon_high}: clip ranges must be positive (0.2 is typical).")
     if c.temperature <= 0: _err(f"temperature={c.temperature} must be > 0; sampling needs randomness for GRPO groups.")
     if not 0 < c.top_p <= 1: _err(f"top_p={c.top_p} must be in (0, 1].")
+    if c.rollout_engine not in ("auto", "static", "hf"):
+        _err(f"rollout_engine={c.rollout_engine!r}: use auto (the static-cache sampler on CUDA, HF generate elsewhere), "
+             f"static (always the static-cache sampler) or hf (always Hugging Face generate).")
     if not c.reward_funcs: _err("reward_funcs is empty: GRPO needs at least one reward function, e.g. [accuracy].")
     if c.reward_weights is not None and len(c.reward_weights) != len(c.reward_funcs):
         _err(f"reward_weights has {len(c.reward_weights)} values but reward_funcs has {len(c.reward_funcs)}: give one weight per function.")

@@ -141,7 +141,19 @@ class GRPOTrainer:
         self.optimizer.zero_grad(set_to_none=True)           # a model handed over may carry gradients from earlier work
         if self.ref_model is not None: self.ref_model.to(acc.device)
         self.step, self._batch, self._perms, self._interrupted = 0, None, {}, False
+        self.rollout_engine = self._rollout_engine()
         self.health, self.eval_before = HealthMonitor(), None
+
+    def _rollout_engine(self) -> str:
+        "The configured rollout engine, or 'hf' when the weights are sharded (FSDP / ZeRO-3): each process holds a slice."
+        acc, want = self.accelerator, self.args.rollout_engine
+        ds = getattr(acc.state, "deepspeed_plugin", None)
+        sharded = acc.distributed_type.name == "FSDP" or (acc.distributed_type.name == "DEEPSPEED" and ds is not None
+                                                          and getattr(ds, "zero_stage", 0) == 3)
+        if sharded and want == "static":
+            raise GRPOEduError("rollout_engine=static cannot run with sharded weights (FSDP / DeepSpeed ZeRO-3): each process "
+                               "holds only a slice of every layer. Use rollout_engine=auto (HF generate there) or hf.")
+        return "hf" if sharded else want
 
     def _use_bf16(self):
         b = self.args.bf16
@@ -183,7 +195,7 @@ def _generate_and_score(self: GRPOTrainer, rows: list[dict]):
     with _phase("rollout"), acc.autocast():
         cids, cmask, truncated = generate_completions(acc.unwrap_model(self.model), self.tokenizer, ids, pmask,
             a.max_completion_length, temperature=a.temperature, top_p=a.top_p, top_k=a.top_k, min_p=a.min_p,
-            repetition_penalty=a.repetition_penalty)                                          # (N, K)
+            repetition_penalty=a.repetition_penalty, engine=self.rollout_engine, compile=a.rollout_compile)  # (N, K)
     t1 = time.perf_counter()
     prompts_n = [p for p in prompts for _ in range(G)]
     texts = self.tokenizer.batch_decode(cids, skip_special_tokens=True)
@@ -281,12 +293,14 @@ def answer_rewards(
     max_prompt_length: int | None = None,
     samples: int = 1,                  # completions per prompt: 1 is greedy, more are sampled at `temperature`
     temperature: float = 1.0,
+    engine: str = "auto",              # rollout engine (see generate_completions)
 ) -> list[float]:                      # accuracy_reward of each completion, prompt-major (len = prompts × samples)
     "Generate for each prompt (greedily, or `samples` sampled completions) and score with `accuracy_reward`."
     dev = next(model.parameters()).device
     ids, pm = encode_prompts(tokenizer, list(prompts), max_prompt_length)
     ids, pm = ids.repeat_interleave(samples, 0).to(dev), pm.repeat_interleave(samples, 0).to(dev)
-    cids, _, _ = generate_completions(model, tokenizer, ids, pm, max_new_tokens, do_sample=samples > 1, temperature=temperature)
+    cids, _, _ = generate_completions(model, tokenizer, ids, pm, max_new_tokens, do_sample=samples > 1,
+                                      temperature=temperature, engine=engine)
     return accuracy_reward(tokenizer.batch_decode(cids, skip_special_tokens=True), [a for a in answers for _ in range(samples)])
 
 # %% ../nbs/api/09_trainer.ipynb #3ac16480
@@ -302,7 +316,8 @@ def evaluate(self: GRPOTrainer, dataset=None, max_samples: int | None = None, ba
         rows = [ds[k] for k in mine[i:i + batch_size]]
         with acc.autocast():
             correct += sum(answer_rewards(model, self.tokenizer, [r["prompt"] for r in rows], [r["answer"] for r in rows],
-                                          max_new_tokens or self.args.max_completion_length, self.args.max_prompt_length))
+                                          max_new_tokens or self.args.max_completion_length, self.args.max_prompt_length,
+                                          engine=self.rollout_engine))
     tot = acc.reduce(torch.tensor([correct, float(len(mine))], device=acc.device), "sum")
     return {"accuracy": (tot[0] / tot[1].clamp(min=1)).item(), "n": int(tot[1].item())}
 GRPOTrainer.evaluate = evaluate

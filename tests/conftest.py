@@ -1,4 +1,5 @@
-"""Shared fixtures: the path to ../shared (real GSM8K, the Qwen2.5 tokenizer and config) and the --runslow flag."""
+"""Shared fixtures: the path to ../shared (real GSM8K, the Qwen2.5 tokenizer and config), the --runslow flag, and
+skipping `cuda`-marked tests where there is no GPU."""
 import os, sys
 from pathlib import Path
 import pytest
@@ -12,10 +13,12 @@ def pytest_addoption(parser):
 
 
 def pytest_collection_modifyitems(config, items):
-    if config.getoption("--runslow"): return
-    skip = pytest.mark.skip(reason="slow: run with --runslow")
+    import torch
+    skip_slow = pytest.mark.skip(reason="slow: run with --runslow")
+    skip_cuda = pytest.mark.skip(reason="needs a CUDA GPU (none here)")
     for item in items:
-        if "slow" in item.keywords: item.add_marker(skip)
+        if "slow" in item.keywords and not config.getoption("--runslow"): item.add_marker(skip_slow)
+        if "cuda" in item.keywords and not torch.cuda.is_available(): item.add_marker(skip_cuda)
 
 
 @pytest.fixture

@@ -1,0 +1,109 @@
+"""The static-cache rollout engine against HF generate: real tokenizer and GSM8K prompts, the trainer's use of it,
+and (on a GPU) the captured CUDA graph in bf16 autocast."""
+import torch
+import pytest
+from transformers import AutoTokenizer, GenerationConfig, Qwen2Config, Qwen2ForCausalLM
+from grpo_edu.config import GRPOConfig, load_config, TOY_RECIPE
+from grpo_edu.errors import GRPOEduError
+from grpo_edu.rollout import (StaticRollout, _ENGINES, completion_mask, encode_prompts, generate_completions,
+                              pick_engine, sample_token)
+
+
+def qwen_like(vocab, device="cpu", seed=0):
+    "A 2-layer Qwen2 with the real vocabulary size and varied greedy outputs."
+    torch.manual_seed(seed)
+    bos, eos = (151643, 151645) if vocab > 151645 else (0, 1)
+    cfg = Qwen2Config(vocab_size=vocab, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                      num_key_value_heads=2, initializer_range=0.3, tie_word_embeddings=True, rope_theta=1e6,
+                      bos_token_id=bos, eos_token_id=eos, pad_token_id=bos)
+    return Qwen2ForCausalLM(cfg).to(device).eval()
+
+
+def gsm8k_batch(shared, n=6):
+    from grpo_edu.data import gsm8k_dataset
+    tok = AutoTokenizer.from_pretrained(str(shared / "qwen2.5-tokenizer")); tok.padding_side = "left"
+    ds = gsm8k_dataset("test", shared / "gsm8k")
+    return tok, [ds[i]["prompt"] for i in range(n)]
+
+
+def test_greedy_equals_hf_on_gsm8k_prompts(shared):
+    "Real chat-templated GSM8K prompts of different lengths (left padding up to ~40 tokens): identical greedy tokens."
+    tok, prompts = gsm8k_batch(shared)
+    model = qwen_like(len(tok))
+    ids, pm = encode_prompts(tok, prompts, 512)
+    assert (pm == 0).any(), "the prompts should have different lengths"
+    c_hf, m_hf, t_hf = generate_completions(model, tok, ids, pm, 24, do_sample=False, engine="hf")
+    c_st, m_st, t_st = generate_completions(model, tok, ids, pm, 24, do_sample=False, engine="static")
+    K = c_hf.size(1)
+    assert torch.equal(c_st[:, :K], c_hf) and torch.equal(m_st[:, :K], m_hf) and torch.equal(t_st, t_hf)
+    assert m_st[:, K:].sum() == 0
+
+
+def test_engine_reused_and_regrown():
+    "One engine per (model, batch size); a longer request rebuilds it with a bigger cache, shorter ones reuse it."
+    model = qwen_like(300)
+    class Tok: pad_token_id, eos_token_id = 0, 1
+    ids = torch.randint(2, 300, (4, 10)); pm = torch.ones_like(ids)
+    generate_completions(model, Tok, ids, pm, 8, engine="static")
+    e = _ENGINES[model][4]; assert e.L == 64
+    generate_completions(model, Tok, ids[:, :5], pm[:, :5], 8, engine="static")
+    assert _ENGINES[model][4] is e                                           # reused
+    generate_completions(model, Tok, ids, pm, 60, engine="static")
+    assert _ENGINES[model][4] is not e and _ENGINES[model][4].L == 128      # grown to the next multiple of 64
+    with pytest.raises(GRPOEduError, match="rows"):
+        _ENGINES[model][4].generate(ids[:2], pm[:2], 4, 1, 0)
+
+
+def test_cpu_bf16_autocast_runs():
+    "Under bf16 autocast (the trainer's mixed precision) the cache is bf16 and the tokens are valid ids."
+    model = qwen_like(300)
+    ids = torch.randint(2, 300, (4, 10)); pm = torch.ones_like(ids); pm[0, :3] = 0
+    e = StaticRollout(model, 4, 32)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = e.generate(ids, pm, 12, 1, 0)
+    assert e.kv[0][0].dtype == torch.bfloat16 and out.shape == (4, 12) and int(out.max()) < 300
+
+
+def test_trainer_uses_static_engine_and_it_follows_training():
+    """A toy run with rollout_engine=static: the engine is built for the policy, and after the updates its greedy
+    tokens still equal HF generate's on the trained weights (it reads the live parameters)."""
+    from grpo_edu.toy import toy_tokenizer, toy_model, addition_dataset
+    from grpo_edu.trainer import GRPOTrainer
+    tok = toy_tokenizer(); model = toy_model(tok, seed=0)
+    args = GRPOConfig(max_steps=3, per_device_train_batch_size=32, num_generations=8, max_completion_length=6,
+                      max_prompt_length=None, output_dir="/tmp/ge_static", eval_dataset=None, rollout_engine="static",
+                      learning_rate=1e-3, beta=0.0)
+    sevens = lambda completions, **kw: [float(c.count("7")) for c in completions]     # a reward with signal
+    tr = GRPOTrainer(model, sevens, args, addition_dataset(64, seed=0), processing_class=tok)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    tr.train()
+    assert model in _ENGINES and 32 in _ENGINES[model]                        # 4 prompts × 8 completions per rollout
+    assert any(not torch.equal(before[k], v) for k, v in model.state_dict().items())
+    ids, pm = encode_prompts(tok, ["12+34=", "5+6=", "999+1=", "7+70="], None)
+    ids, pm = ids.repeat(8, 1), pm.repeat(8, 1)                               # batch 32: the training engine itself
+    a = generate_completions(model, tok, ids, pm, 6, do_sample=False, engine="static")
+    b = generate_completions(model, tok, ids, pm, 6, do_sample=False, engine="hf")
+    assert torch.equal(a[0][:, :b[0].size(1)], b[0])
+
+
+def test_config_rejects_unknown_engine():
+    with pytest.raises(GRPOEduError, match="rollout_engine='vllm'"):
+        GRPOConfig(rollout_engine="vllm").validate()
+
+
+@pytest.mark.cuda
+def test_cuda_graph_greedy_equals_hf_after_updates(shared):
+    "On a GPU: the captured graph gives HF's greedy tokens (fp32), also after in-place weight updates; bf16 runs."
+    tok, prompts = gsm8k_batch(shared, 8)
+    model = qwen_like(len(tok), "cuda")
+    ids, pm = (t.cuda() for t in encode_prompts(tok, prompts, 512))
+    assert pick_engine(model) == "static"
+    for _ in range(2):
+        a = generate_completions(model, tok, ids, pm, 32, do_sample=False)
+        b = generate_completions(model, tok, ids, pm, 32, do_sample=False, engine="hf")
+        assert torch.equal(a[0][:, :b[0].size(1)], b[0])
+        with torch.no_grad():
+            for p in model.parameters(): p.add_(torch.randn_like(p) * 0.05)
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        c, m, t = generate_completions(model, tok, ids, pm, 32)
+    assert c.shape[0] == 8 and int(c.max()) < len(tok)
