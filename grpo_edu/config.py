@@ -67,6 +67,9 @@ class GRPOConfig:
     max_steps: int = -1                      # optimizer steps; -1: from num_train_epochs
     num_train_epochs: float = 1.0
     gradient_checkpointing: bool = False
+    lm_head_chunk_size: int = 256            # positions whose logits exist at once when scoring log-probs (0: all at once)
+    bucket_by_length: bool = True            # micro-batches of similar completion lengths, each cut to its longest
+    optim: str = "adamw_torch"               # adamw_torch | adamw_8bit (bitsandbytes, CUDA: 2 bytes of state per parameter)
     bf16: bool | None = None                 # bf16 autocast; None: on when the GPU supports it
     seed: int = 42
     # output
@@ -120,6 +123,16 @@ def validate(self: GRPOConfig, num_processes: int = 1) -> GRPOConfig:
         _err(f"epsilon={c.epsilon}, epsilon_high={c.epsilon_high}: clip ranges must be positive (0.2 is typical).")
     if c.temperature <= 0: _err(f"temperature={c.temperature} must be > 0; sampling needs randomness for GRPO groups.")
     if not 0 < c.top_p <= 1: _err(f"top_p={c.top_p} must be in (0, 1].")
+    if not isinstance(c.lm_head_chunk_size, int) or c.lm_head_chunk_size < 0:
+        _err(f"lm_head_chunk_size={c.lm_head_chunk_size!r} must be a whole number ≥ 0 (256 is a good default; 0 keeps "
+             f"the whole (batch, length, vocab) logits).")
+    if c.optim not in ("adamw_torch", "adamw_8bit"):
+        _err(f"optim={c.optim!r}: use adamw_torch or adamw_8bit.{closest(str(c.optim), ('adamw_torch', 'adamw_8bit'))}")
+    if c.optim == "adamw_8bit":
+        import importlib.util
+        if importlib.util.find_spec("bitsandbytes") is None:
+            _err("optim=adamw_8bit needs the bitsandbytes package (CUDA): `pip install bitsandbytes`, or set "
+                 "optim=adamw_torch (fp32/bf16 AdamW states, 2 × the weights' bytes).")
     if c.rollout_engine not in ("auto", "static", "hf"):
         _err(f"rollout_engine={c.rollout_engine!r}: use auto (the static-cache sampler on CUDA, HF generate elsewhere), "
              f"static (always the static-cache sampler) or hf (always Hugging Face generate).")

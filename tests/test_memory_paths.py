@@ -1,0 +1,62 @@
+"""The lean-memory paths of the update give the same step as the plain ones: micro-batches bucketed by length and
+cut to their longest completion, the chunked lm_head, and bitsandbytes' 8-bit AdamW (states really 8-bit)."""
+import copy
+import pytest
+import torch
+from grpo_edu.config import GRPOConfig
+from grpo_edu.errors import GRPOEduError
+from grpo_edu.toy import addition_dataset, toy_model, toy_tokenizer
+from grpo_edu.trainer import GRPOTrainer
+
+
+def make_trainer(**kw):
+    tok = toy_tokenizer(); model = toy_model(tok, seed=0)
+    args = GRPOConfig(**{**dict(max_steps=2, per_device_train_batch_size=16, gradient_accumulation_steps=4, num_generations=8,
+                                max_completion_length=8, max_prompt_length=None, output_dir="/tmp/ge_mem", eval_dataset=None,
+                                learning_rate=1e-3, beta=0.04, seed=3), **kw})
+    sevens = lambda completions, **k: [float(c.count("7")) - 0.3 * len(c) for c in completions]   # varied lengths pay off
+    return GRPOTrainer(model, sevens, args, addition_dataset(64, seed=0), processing_class=tok)
+
+
+def grads_of_update(tr, batch):
+    "The step's loss, metrics and clipped gradients, with the optimizer step and zero_grad switched off."
+    model = tr.accelerator.unwrap_model(tr.model)
+    model.zero_grad(set_to_none=True)
+    tr.optimizer.step, tr.optimizer.zero_grad = (lambda *a, **k: None), (lambda *a, **k: None)
+    out = tr._update(batch)
+    return out, {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+
+@pytest.mark.parametrize("loss_type", ["grpo", "dapo", "dr_grpo", "bnpo"])
+def test_bucketing_and_chunked_head_do_not_change_the_step(loss_type):
+    tr = make_trainer(loss_type=loss_type)
+    batch, _, _ = tr._generate_and_score(tr._prompt_rows(0))
+    lengths = batch["attention_mask"][:, -batch["K"]:].sum(1)
+    assert lengths.unique().numel() > 1, "the test needs completions of different lengths"
+    tr.args.bucket_by_length, tr.args.lm_head_chunk_size = False, 0
+    ref, g_ref = grads_of_update(tr, batch)
+    tr.args.bucket_by_length, tr.args.lm_head_chunk_size = True, 7
+    new, g_new = grads_of_update(tr, batch)
+    assert abs(new["loss"] - ref["loss"]) < 1e-6 and abs(new["grad_norm"] - ref["grad_norm"]) < 1e-5
+    for k in ("kl", "entropy", "clip_ratio/region_mean"):
+        assert abs(new[k] - ref[k]) < 1e-5, k
+    for n in g_ref: torch.testing.assert_close(g_new[n], g_ref[n], rtol=1e-4, atol=1e-6)
+
+
+def test_adamw_8bit():
+    "optim=adamw_8bit: bitsandbytes' AdamW8bit with uint8 states for the big matrices; the run trains."
+    pytest.importorskip("bitsandbytes", reason="bitsandbytes is not installed (pip install bitsandbytes)")
+    tr = make_trainer(optim="adamw_8bit", beta=0.0)
+    assert type(tr.optimizer.optimizer).__name__ == "AdamW8bit"
+    model = tr.accelerator.unwrap_model(tr.model)
+    before = copy.deepcopy(model.state_dict())
+    tr.train()
+    big = max(model.parameters(), key=lambda p: p.numel())
+    st = tr.optimizer.optimizer.state[big]
+    assert st["state1"].dtype == torch.uint8 and st["state2"].dtype == torch.uint8
+    assert any(not torch.equal(before[k], v) for k, v in model.state_dict().items())
+
+
+def test_unknown_optim_is_named():
+    with pytest.raises(GRPOEduError, match="optim='adamw'.*adamw_torch"):
+        GRPOConfig(optim="adamw").validate()
