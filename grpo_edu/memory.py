@@ -76,6 +76,9 @@ def estimate_memory(
     gpus: int = 1,                       # processes (one GPU each)
     zero: int = 0,                       # 0 (DDP), 1, 2, 3 (ZeRO stages; 3 ≈ FSDP full shard)
     gpu_memory_gib: float = 24.0,        # the card (an RTX 4090 has 24 GiB)
+    lm_head_chunk_size: int = 256,       # positions scored at once (0: the whole (B, K, V) logits are kept)
+    optim: str = "adamw_torch",          # adamw_torch (2 states in the weights' dtype) | adamw_8bit (2 × 1 byte)
+    rollout_engine: str = "auto",        # auto/static: the static engine's KV cache stays allocated; hf: freed after rollout
     **ignored,
 ) -> dict:                               # GiB per process for each part, the two phases' peaks, and whether it fits
     "Peak GPU memory per process of a grpo_edu GRPO step, split into its parts."
@@ -89,18 +92,25 @@ def estimate_memory(
     parts = {
         "weights": P * wb / shard(3),
         "gradients": P * wb / shard(2),
-        "optimizer (AdamW)": 2 * P * wb / shard(1),                            # exp_avg, exp_avg_sq in the params' dtype
+        "optimizer (AdamW)": (2 * P if optim == "adamw_8bit" else 2 * P * wb) / shard(1),   # exp_avg, exp_avg_sq
         "reference model": (P * wb / shard(3)) if beta > 0 else 0.0,
     }
     per_tok_layer = (8 * h + 2 * kvd + 5 * I) * ab                               # what one layer keeps for backward
     act = (L * B * T * h * ab + B * T * per_tok_layer) if gradient_checkpointing else L * B * T * per_tok_layer
     parts["activations"] = act
-    parts["logits (B, K, V)"] = 2 * B * (K + 1) * V * ab                         # logits + their log-softmax, kept for backward
+    if lm_head_chunk_size:                                                      # one chunk: fp32 logits, log-softmax, grad
+        parts["logits (B, K, V)"] = 3 * min(lm_head_chunk_size, B * K) * V * 4
+    else:                                                                       # logits + their log-softmax, kept for backward
+        parts["logits (B, K, V)"] = 2 * B * (K + 1) * V * ab
     gen_rows = B * gradient_accumulation_steps                                  # the whole local batch is generated at once
-    parts["KV cache (rollout)"] = gen_rows * T * L * 2 * kvd * ab
-    static = parts["weights"] + parts["optimizer (AdamW)"] + parts["reference model"]
-    rollout = static + parts["KV cache (rollout)"] + gen_rows * V * 4            # + one step's fp32 logits for sampling
+    static_engine = rollout_engine != "hf" and zero < 3                         # sharded weights fall back to HF generate
+    cols = -(-T // 64) * 64 if static_engine else T                             # the engine rounds its cache up to 64
+    parts["KV cache (rollout)"] = gen_rows * cols * L * 2 * kvd * ab
+    parts["bf16 copy (rollout)"] = P * ab if static_engine and ab < wb else 0.0  # fp32 masters: the sampler's bf16 copy
+    static = parts["weights"] + parts["optimizer (AdamW)"] + parts["reference model"] + parts["bf16 copy (rollout)"]
+    rollout = static + parts["KV cache (rollout)"] + 3 * gen_rows * V * 4        # + a step's fp32 logits, noise, filter
     update = static + parts["gradients"] + parts["activations"] + parts["logits (B, K, V)"]
+    if static_engine: update += parts["KV cache (rollout)"]                     # the captured graph keeps it allocated
     out = {k: v / GiB for k, v in parts.items()}
     out.update({"params": P, "peak rollout": rollout / GiB, "peak update": update / GiB,
                 "total": max(rollout, update) / GiB, "gpu_memory_gib": gpu_memory_gib})
@@ -111,7 +121,8 @@ def estimate_memory(
 def format_estimate(est: dict, title: str = "") -> str:
     "A small text table of `estimate_memory`'s result."
     rows = [f"{title}".strip(), f"{'part':<22}{'GiB':>8}"]
-    for k in ("weights", "gradients", "optimizer (AdamW)", "reference model", "activations", "logits (B, K, V)", "KV cache (rollout)"):
+    for k in ("weights", "gradients", "optimizer (AdamW)", "reference model", "activations", "logits (B, K, V)",
+              "KV cache (rollout)", "bf16 copy (rollout)"):
         rows.append(f"{k:<22}{est[k]:>8.2f}")
     rows += [f"{'peak, rollout':<22}{est['peak rollout']:>8.2f}", f"{'peak, update':<22}{est['peak update']:>8.2f}",
              f"{'total (max)':<22}{est['total']:>8.2f}  of {est['gpu_memory_gib']:g} GiB -> "

@@ -6,8 +6,8 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/rollout.html.md"""
 
 # %% auto #0
 __all__ = ['is_conversational', 'prompt_texts', 'encode_prompts', 'completion_mask', 'filter_logits', 'sample_token',
-           'static_engine_unsupported', 'StaticRollout', 'generate', 'rollout_engine', 'pick_engine',
-           'generate_completions']
+           'static_engine_unsupported', 'sampling_weights', 'StaticRollout', 'generate', 'rollout_engine',
+           'pick_engine', 'generate_completions']
 
 # %% ../nbs/api/05_rollout.ipynb #a8b7ce0e
 """Rollout: from prompts to completion token ids and masks.
@@ -22,10 +22,13 @@ Why each simplification is safe:
   the parameters' storage, which the optimizer updates in place, so no weight copy or sync is ever needed.
 - Sampling with the Gumbel-max trick (argmax of logits + Gumbel noise) draws exactly from the softmax, without a
   host sync; the top-k/top-p/min-p filters reproduce HF's warpers, in HF's order.
+- With fp32 master weights under bf16 autocast, the engine samples from a bf16 copy refreshed in place before each
+  rollout (one cast per rollout instead of one per token; the trainer recomputes every log-prob in its own forward,
+  so the sampler's rounding never enters the loss).
 - Anything the engine does not cover (CPU by default, other architectures, sharded weights, repetition penalty)
   goes to Hugging Face `generate`, the fallback that works everywhere.
 """
-import weakref
+import copy, weakref
 import torch
 import torch.nn.functional as F
 from transformers import GenerationConfig
@@ -134,6 +137,22 @@ def static_engine_unsupported(model) -> str | None:
             return "sharded parameters (FSDP / DeepSpeed ZeRO-3): each process holds only a slice of the weights"
     return None
 
+# %% ../nbs/api/05_rollout.ipynb #1b509e9b
+_SHADOWS = weakref.WeakKeyDictionary()          # model -> its copy in the sampling dtype
+
+@torch.no_grad()
+def sampling_weights(model, dtype: torch.dtype):
+    "The model the engine reads: `model` when its float weights are `dtype`; else a `dtype` copy, refreshed in place now."
+    if all(p.dtype == dtype for p in model.parameters() if p.is_floating_point()): return model
+    shadow = _SHADOWS.get(model)
+    if shadow is None or next(shadow.parameters()).dtype != dtype:
+        # deepcopy with the parameters pre-mapped to their cast copies: no full-precision duplicate is ever made
+        memo = {id(p): torch.nn.Parameter(p.detach().to(dtype), requires_grad=False) for p in model.parameters()}
+        _SHADOWS[model] = shadow = copy.deepcopy(model, memo).eval()
+    else:
+        for s, p in zip(shadow.parameters(), model.parameters()): s.copy_(p)    # cast-copy into the same storage
+    return shadow
+
 # %% ../nbs/api/05_rollout.ipynb #9d6a101f
 def _rotate_half(x):                                                              # (…, D)
     x1, x2 = x.chunk(2, dim=-1)
@@ -187,7 +206,7 @@ def _forward(self: StaticRollout,
              mask: torch.Tensor,   # (B, 1, T, L') True where query t may attend to cache column j (L' ≤ L)
              ) -> torch.Tensor:    # (B, V) logits of the last position
     "The model's forward over the static cache, built from its own modules: only the cache and the mask are ours."
-    m = self.model.model
+    m = self.src.model
     x = m.embed_tokens(ids)                                                      # (B, T, C)
     cos, sin = m.rotary_emb(x, pos)                                              # (B, T, D) each
     cos, sin = cos[:, None], sin[:, None]                                        # (B, 1, T, D)
@@ -203,7 +222,7 @@ def _forward(self: StaticRollout,
                                            enable_gqa=True)                      # (B, H, T, D) softmax(qKᵀ/√D)V
         x = x + a.o_proj(o.transpose(1, 2).reshape(B, T, self.H * self.D))      # residual
         x = x + layer.mlp(layer.post_attention_layernorm(x))                     # residual
-    return self.model.lm_head(m.norm(x[:, -1:]))[:, -1]                          # (B, V)
+    return self.src.lm_head(m.norm(x[:, -1:]))[:, -1]                            # (B, V)
 StaticRollout._forward = _forward
 
 # %% ../nbs/api/05_rollout.ipynb #b39a591a
@@ -259,10 +278,11 @@ def generate(self: StaticRollout,
     amp = torch.is_autocast_enabled(self.dev.type)
     dtype = torch.get_autocast_dtype(self.dev.type) if amp else next(self.model.parameters()).dtype
     self._alloc(dtype, max(max_new_tokens, 4))
+    self.src = sampling_weights(self.model, dtype)                               # the model, or its refreshed bf16 copy
     eos = list(eos_token_id) if isinstance(eos_token_id, (list, tuple)) else [eos_token_id]
     self._eos = self._eos_ids.setdefault(tuple(eos), torch.tensor(eos, device=self.dev))   # graphs hold this tensor
     self._pad, self._sampling = pad_token_id, (temperature, top_k, top_p, min_p, not do_sample)
-    step = self._graph((self._sampling, tuple(eos), pad_token_id, dtype, amp))   # (captures before the state is set)
+    step = self._graph((self._sampling, tuple(eos), pad_token_id, dtype, amp, id(self.src)))   # (captures before the state is set)
     pm = prompt_mask.bool()                                                      # (B, P)
     self.valid.zero_(); self.valid[:, :P] = pm                                   # prompt in columns [0, P)
     self.offset.copy_((~pm).sum(1, keepdim=True))                                # (B, 1) left pads

@@ -62,6 +62,7 @@ def test_cpu_bf16_autocast_runs():
     with torch.autocast("cpu", dtype=torch.bfloat16):
         out = e.generate(ids, pm, 12, 1, 0)
     assert e.kv[0][0].dtype == torch.bfloat16 and out.shape == (4, 12) and int(out.max()) < 300
+    assert e.src is not model and next(e.src.parameters()).dtype == torch.bfloat16    # fp32 masters: a bf16 copy
 
 
 def test_trainer_uses_static_engine_and_it_follows_training():
