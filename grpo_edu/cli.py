@@ -138,18 +138,19 @@ def cmd_memory(argv: list[str]) -> int:
 
 # %% ../nbs/api/10_cli.ipynb #bb9cfc88
 def cmd_bench(argv: list[str]) -> int:
-    "grpo-edu bench [--shapes 0.5b,1.5b] [--steps 3] [--max_completion_length 512] [--data_dir DIR] [--no_trl]"
+    "grpo-edu bench [--shapes 0.5b,1.5b] [--steps 3] [--max_completion_length 512] [--data_dir DIR] [--no_trl] [--no_before]"
     p = argparse.ArgumentParser(prog="grpo-edu bench", description="grpo_edu vs TRL GRPOTrainer, same GPU, same config.")
     p.add_argument("--shapes", default="0.5b,1.5b"); p.add_argument("--steps", type=int, default=3)
     p.add_argument("--max_completion_length", type=int, default=512); p.add_argument("--data_dir", default="../shared/data")
     p.add_argument("--out_dir", default="benchmarks/results"); p.add_argument("--no_trl", action="store_true")
+    p.add_argument("--no_before", action="store_true", help="skip grpo_edu without its speed/memory work (the before/after data)")
     p.add_argument("--per_device_train_batch_size", type=int, default=16); p.add_argument("--gradient_accumulation_steps", type=int, default=4)
     a = p.parse_args(argv)
     if not (Path(a.data_dir) / "gsm8k").exists() or not (Path(a.data_dir) / "qwen2.5-tokenizer").exists():
         raise GRPOEduError(f"--data_dir {a.data_dir} must hold gsm8k/ (GSM8K jsonl) and qwen2.5-tokenizer/ (the Qwen2.5 tokenizer).")
     from grpo_edu.bench import run_bench
     run_bench(tuple(a.shapes.split(",")), a.data_dir, a.steps, a.max_completion_length, a.out_dir, trl=not a.no_trl,
-              batch=a.per_device_train_batch_size, accum=a.gradient_accumulation_steps)
+              batch=a.per_device_train_batch_size, accum=a.gradient_accumulation_steps, before=not a.no_before)
     return 0
 
 # %% ../nbs/api/10_cli.ipynb #86973689

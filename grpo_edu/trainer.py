@@ -27,7 +27,7 @@ from accelerate.utils import set_seed
 from tqdm.auto import tqdm
 from transformers import AutoModelForCausalLM, AutoTokenizer, get_scheduler
 from transformers.utils import logging as hf_logging
-from .advantages import group_advantages, group_reward_std
+from .advantages import group_advantages, group_reward_std, nanstd
 from .checkpoint import latest_checkpoint, load_trainer_state, rng_state, save_checkpoint, set_rng_state
 from .config import GRPOConfig
 from .data import load_task
@@ -234,12 +234,15 @@ def _generate_and_score(self: GRPOTrainer, rows: list[dict]):
         if self.ref_model is not None:
             batch["ref_logps"] = per_token_logps(self.ref_model, input_ids, attn, K, a.temperature, a.per_device_train_batch_size,
                                                  chunk_size=a.lm_head_chunk_size)
-    metrics = {"reward": torch.nanmean(rewards_all).item(), "reward_std": torch.nanmean(std_all).item(),
-               "frac_reward_zero_std": torch.isclose(torch.nan_to_num(std_all, nan=0.0), torch.zeros_like(std_all)).float().mean().item(),
+    # as TRL logs them: reward_std over the whole batch; zero-std by the std the advantages were scaled with
+    std_used = nanstd(rewards_all).expand_as(std_all) if a.scale_rewards == "batch" else std_all
+    metrics = {"reward": torch.nanmean(rewards_all).item(), "reward_std": torch.nan_to_num(nanstd(rewards_all)).item(),
+               "frac_reward_zero_std": torch.isclose(torch.nan_to_num(std_used, nan=0.0), torch.zeros_like(std_used)).float().mean().item(),
                "completions/mean_length": lengths_all.mean().item(), "completions/clipped_ratio": trunc_all.mean().item(),
                "time/rollout": t1 - t0, "time/rewards": t2 - t1, "time/ref_old_logps": time.perf_counter() - t2}
     for j, name in enumerate(self.reward_names):
         metrics[f"rewards/{name}/mean"] = torch.nanmean(rpf_all[:, j]).item()
+        metrics[f"rewards/{name}/std"] = torch.nan_to_num(nanstd(rpf_all[:, j])).item()
     samples = [{"prompt": prompts_n[i], "completion": texts[i], "reward": rewards_all[local][i].item(),
                 "advantage": adv_all[local][i].item()} for i in range(min(a.num_completions_to_print, n))]
     return batch, metrics, samples

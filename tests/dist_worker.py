@@ -40,3 +40,5 @@ if acc.is_main_process:
                "grads": {k: v.flatten().tolist() for k, v in grads.items()}}, open(out_path, "w"))
 acc.wait_for_everyone()
 if torch.distributed.is_initialized(): torch.distributed.destroy_process_group()   # a clean gloo shutdown on every rank
+sys.stdout.flush(); sys.stderr.flush()
+__import__("os")._exit(0)   # skip interpreter teardown: gloo's background threads can abort it (SIGABRT) after the work is done

@@ -13,8 +13,13 @@ def test_bench_smoke(shared, tmp_path):
     rec = json.loads(files[0].read_text())
     row = rec["results"][0]
     assert rec["gpu"] and "torch" in rec["versions"] and row["model"] == "tiny"
-    for k in ("ours_step_s", "trl_step_s", "rollout_tok_s", "hf_generate_tok_s"): assert row[k] and row[k] > 0, k
+    for k in ("ours_step_s", "trl_step_s", "rollout_tok_s", "hf_generate_tok_s", "ours_before_step_s"): assert row[k] and row[k] > 0, k
     assert "ours_peak_gib" in row and "trl_peak_gib" in row
+    assert row["rollout_compiled_tok_s"] is None                        # compiled engine: GPU only
+    assert row["step_speedup_vs_trl"] == round(row["trl_step_s"] / row["ours_step_s"], 2)
+    for phases in (row["ours_phases_s"], row["ours_before_phases_s"]):
+        assert set(phases) == {"rollout", "rewards", "ref_old_logps", "forward_backward", "optimizer"}
+        assert 0 < sum(phases.values()) <= 1.05 * max(row["ours_step_s"], row["ours_before_step_s"]) * 1.5
 
 
 def test_bench_needs_data(tmp_path):

@@ -92,3 +92,28 @@ def test_advantages_equal_trl(tmp_path, scale):
     out = t._generate_and_score_completions(inputs)
     r = torch.tensor([float("nan") if x is None else x for x in REWARDS])
     torch.testing.assert_close(group_advantages(r, 4, scale=scale), out["advantages"], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("scale", ["group", "batch", "none"])
+def test_reward_metrics_equal_trl(tmp_path, scale):
+    "The logged reward, reward_std, frac_reward_zero_std and per-function mean/std equal TRL's for the same rewards."
+    from grpo_edu.config import GRPOConfig
+    from grpo_edu.trainer import GRPOTrainer
+    def fixed_from(values):
+        queue = list(values)
+        def fixed(completions, **kw):
+            out = queue[:len(completions)]; del queue[:len(completions)]
+            return out
+        return fixed
+    t = make_trl(tmp_path, reward_funcs=fixed_from(REWARDS), scale_rewards=scale, per_device_train_batch_size=16)
+    torch.manual_seed(0)
+    t._generate_and_score_completions([{"prompt": f"{i}+{i}=", "answer": "0"} for i in range(4) for _ in range(4)])
+    theirs = {k: v[-1] for k, v in (t._metrics["train"] or t._metrics["eval"]).items()}   # mode follows model.training
+    tok = toy_tokenizer()
+    ours_tr = GRPOTrainer(toy_model(tok, hidden_size=32, num_layers=2, seed=0), fixed_from(REWARDS),
+                          GRPOConfig(output_dir=str(tmp_path / "ours"), num_generations=4, per_device_train_batch_size=16,
+                                     max_completion_length=6, scale_rewards=scale, eval_dataset=None, max_steps=1),
+                          Dataset.from_list([{"prompt": f"{i}+{i}=", "answer": "0"} for i in range(16)]), None, tok)
+    _, ours, _ = ours_tr._generate_and_score(ours_tr._prompt_rows(0))
+    for k in ("reward", "reward_std", "frac_reward_zero_std", "rewards/fixed/mean", "rewards/fixed/std"):
+        assert ours[k] == pytest.approx(theirs[k], rel=1e-5, abs=1e-6), (k, ours[k], theirs[k])
