@@ -234,7 +234,7 @@ def _decode_step(self: StaticRollout):
     nxt = sample_token(logits, *self._sampling)                                  # (B,)
     nxt = torch.where(self.done, torch.full_like(nxt, self._pad), nxt)           # finished rows emit padding
     self.out.index_copy_(1, self.step, nxt[:, None])                             # out[:, step] = nxt
-    self.done |= torch.isin(nxt, self._eos)
+    self.done |= (nxt[:, None] == self._eos).any(-1)                            # (B,) hit an EOS id (graph-safe isin)
     self.tok.copy_(nxt); self.col.add_(1); self.step.add_(1)
 StaticRollout._decode_step = _decode_step
 
@@ -293,7 +293,7 @@ def generate(self: StaticRollout,
     with torch.autocast(self.dev.type, dtype=dtype, enabled=amp, cache_enabled=False):
         logits = self._forward(prompt_ids, pos, torch.arange(P, device=self.dev), mask[:, None])   # (B, V)
     first = sample_token(logits, *self._sampling)                                # (B,)
-    self.out[:, 0] = first; self.done |= torch.isin(first, self._eos); self.tok.copy_(first); self.step.fill_(1)
+    self.out[:, 0] = first; self.done |= (first[:, None] == self._eos).any(-1); self.tok.copy_(first); self.step.fill_(1)
     n = 1
     while n < max_new_tokens:
         step(); n += 1
