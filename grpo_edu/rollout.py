@@ -6,8 +6,8 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/rollout.html.md"""
 
 # %% auto #0
 __all__ = ['is_conversational', 'prompt_texts', 'encode_prompts', 'completion_mask', 'filter_logits', 'sample_token',
-           'static_engine_unsupported', 'sampling_weights', 'StaticRollout', 'generate', 'rollout_engine',
-           'pick_engine', 'generate_completions']
+           'static_engine_unsupported', 'sampling_weights', 'StaticRollout', 'gqa_attention', 'generate',
+           'rollout_engine', 'pick_engine', 'generate_completions']
 
 # %% ../nbs/api/05_rollout.ipynb #a8b7ce0e
 """Rollout: from prompts to completion token ids and masks.
@@ -16,8 +16,11 @@ Why each simplification is safe:
 - Prompts are left-padded so that every row's next token sits at the same column; the attention mask hides padding.
 - The completion mask keeps tokens up to and including the first EOS: what follows EOS was never sampled by the
   policy (the samplers pad it), so it must not enter the loss.
-- The static engine preallocates the KV cache for the longest prompt + max_new_tokens and attends over all of its
-  columns with a validity mask: masked columns get zero weight, so the result equals attending over the valid ones.
+- The static engine preallocates the KV cache for the longest prompt + max_new_tokens and attends over a prefix of
+  its columns (the smallest of four length buckets that holds every written column) with a validity mask: masked
+  columns get zero weight, so the result equals attending over the valid ones.
+- Grouped-query attention is computed per KV head with its G query heads stacked (no repeat of K and V): the same
+  numbers as repeating K/V G times, without reading the cache G times.
 - Its decode step only does in-place tensor ops on fixed buffers, so a CUDA graph can replay it; the graph reads
   the parameters' storage, which the optimizer updates in place, so no weight copy or sync is ever needed.
 - Sampling with the Gumbel-max trick (argmax of logits + Gumbel noise) draws exactly from the softmax, without a
@@ -198,6 +201,20 @@ class StaticRollout:
         if self.out.size(1) < n_new:
             self.out = torch.zeros(self.B, n_new, dtype=torch.long, device=self.dev); self.graphs = {}
 
+# %% ../nbs/api/05_rollout.ipynb #c5358f80
+def gqa_attention(
+    q: torch.Tensor,      # (B, H, T, D) queries, H = Hkv × G (head h uses KV head h // G, as HF's repeat_kv)
+    k: torch.Tensor,      # (B, Hkv, L, D) keys
+    v: torch.Tensor,      # (B, Hkv, L, D) values
+    mask: torch.Tensor,   # (B, 1, T, L) True where query t may attend to column j
+) -> torch.Tensor:        # (B, H, T, D)
+    "softmax(q kᵀ / √D) v with G query heads per KV head, computed without repeating K and V."
+    B, H, T, D = q.shape; Hkv = k.size(1); G = H // Hkv
+    qg = q.reshape(B, Hkv, G * T, D)                                             # (B, Hkv, G·T, D) rows (g, t)
+    s = (qg @ k.transpose(-1, -2)).float() * D ** -0.5                           # (B, Hkv, G·T, L)
+    s = s.masked_fill(~mask.repeat(1, 1, G, 1), float("-inf"))                   # row (g, t) uses mask[t]
+    return (s.softmax(-1).to(v.dtype) @ v).reshape(B, H, T, D)                   # (B, H, T, D)
+
 # %% ../nbs/api/05_rollout.ipynb #62c92e63
 def _forward(self: StaticRollout,
              ids: torch.Tensor,    # (B, T) tokens to feed
@@ -218,19 +235,18 @@ def _forward(self: StaticRollout,
         v = a.v_proj(h).view(B, T, self.Hkv, self.D).transpose(1, 2)            # (B, Hkv, T, D)
         q, k = q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin   # RoPE: rotate by position
         kc.index_copy_(2, cols, k.to(kc.dtype)); vc.index_copy_(2, cols, v.to(vc.dtype))   # cache[:, :, cols] = k, v
-        o = F.scaled_dot_product_attention(q.to(kc.dtype), kc[:, :, :Lk], vc[:, :, :Lk], attn_mask=mask,
-                                           enable_gqa=True)                      # (B, H, T, D) softmax(qKᵀ/√D)V
+        o = gqa_attention(q.to(kc.dtype), kc[:, :, :Lk], vc[:, :, :Lk], mask)    # (B, H, T, D) softmax(qKᵀ/√D)V
         x = x + a.o_proj(o.transpose(1, 2).reshape(B, T, self.H * self.D))      # residual
         x = x + layer.mlp(layer.post_attention_layernorm(x))                     # residual
     return self.src.lm_head(m.norm(x[:, -1:]))[:, -1]                            # (B, V)
 StaticRollout._forward = _forward
 
 # %% ../nbs/api/05_rollout.ipynb #b39a591a
-def _decode_step(self: StaticRollout):
-    "One token for every row: forward at column `col`, sample, record, advance. In-place ops on fixed buffers only."
+def _decode_step(self: StaticRollout, Lk: int):
+    "One token for every row: forward at column `col` attending to columns [0, Lk), sample, record, advance."
     self.valid.index_fill_(1, self.col, True)                                    # the fed token's column is visible
     pos = self.col.view(1, 1) - self.offset                                      # (B, 1) position = column - left pads
-    logits = self._forward(self.tok[:, None], pos, self.col, self.valid[:, None, None, :])   # (B, V)
+    logits = self._forward(self.tok[:, None], pos, self.col, self.valid[:, None, None, :Lk])   # (B, V)
     nxt = sample_token(logits, *self._sampling)                                  # (B,)
     nxt = torch.where(self.done, torch.full_like(nxt, self._pad), nxt)           # finished rows emit padding
     self.out.index_copy_(1, self.step, nxt[:, None])                             # out[:, step] = nxt
@@ -238,25 +254,35 @@ def _decode_step(self: StaticRollout):
     self.tok.copy_(nxt); self.col.add_(1); self.step.add_(1)
 StaticRollout._decode_step = _decode_step
 
-def _graph(self: StaticRollout, key):
-    "The decode step for these settings: compiled if asked, captured once as a CUDA graph on CUDA, plain otherwise."
+def _buckets(self: StaticRollout) -> list[int]:
+    "Four attention lengths (multiples of 16, the last = L): a decode step attends to the smallest that holds its column."
+    return sorted({min(self.L, -(-self.L * i // 4 // 16) * 16) for i in range(1, 5)})
+StaticRollout._buckets = _buckets
+
+def _graph(self: StaticRollout, key) -> dict:
+    "The decode step for these settings, one per length bucket: compiled if asked, captured as CUDA graphs on CUDA."
     if key in self.graphs: return self.graphs[key]
     fn = torch.compile(self._decode_step, dynamic=False) if self.compile else self._decode_step
     amp = torch.is_autocast_enabled(self.dev.type)
     adt = torch.get_autocast_dtype(self.dev.type) if amp else None
-    def run():   # autocast without its weight cache, so the bf16 casts of the weights happen inside the graph
-        with torch.autocast(self.dev.type, dtype=adt, enabled=amp, cache_enabled=False): fn()
-    if self.cuda_graph:
-        for t in (self.valid, self.offset, self.col, self.step, self.done, self.tok): t.zero_()
-        s = torch.cuda.Stream(); s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            for _ in range(3): run()                                             # warm-up (and compile) outside capture
-        torch.cuda.current_stream().wait_stream(s)
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g): run()
-        run = g.replay
-    self.graphs[key] = run
-    return run
+    def runner(Lk):   # autocast without its weight cache, so the bf16 casts of the weights happen inside the graph
+        def run():
+            with torch.autocast(self.dev.type, dtype=adt, enabled=amp, cache_enabled=False): fn(Lk)
+        return run
+    steps = {Lk: runner(Lk) for Lk in self._buckets()}
+    if self.cuda_graph:                   # all buckets captured now, before any rollout state exists (warm-ups write junk)
+        pool = torch.cuda.graph_pool_handle()                                    # the graphs never run at once: one pool
+        for Lk, run in steps.items():
+            for t in (self.valid, self.offset, self.col, self.step, self.done, self.tok): t.zero_()
+            s = torch.cuda.Stream(); s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):
+                for _ in range(3): run()                                         # warm-up (and compile) outside capture
+            torch.cuda.current_stream().wait_stream(s)
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g, pool=pool): run()
+            steps[Lk] = g.replay
+    self.graphs[key] = steps
+    return steps
 StaticRollout._graph = _graph
 
 # %% ../nbs/api/05_rollout.ipynb #c8c38bc5
@@ -282,7 +308,7 @@ def generate(self: StaticRollout,
     eos = list(eos_token_id) if isinstance(eos_token_id, (list, tuple)) else [eos_token_id]
     self._eos = self._eos_ids.setdefault(tuple(eos), torch.tensor(eos, device=self.dev))   # graphs hold this tensor
     self._pad, self._sampling = pad_token_id, (temperature, top_k, top_p, min_p, not do_sample)
-    step = self._graph((self._sampling, tuple(eos), pad_token_id, dtype, amp, id(self.src)))   # (captures before the state is set)
+    steps = self._graph((self._sampling, tuple(eos), pad_token_id, dtype, amp, id(self.src)))  # (captured before the state is set)
     pm = prompt_mask.bool()                                                      # (B, P)
     self.valid.zero_(); self.valid[:, :P] = pm                                   # prompt in columns [0, P)
     self.offset.copy_((~pm).sum(1, keepdim=True))                                # (B, 1) left pads
@@ -294,9 +320,9 @@ def generate(self: StaticRollout,
         logits = self._forward(prompt_ids, pos, torch.arange(P, device=self.dev), mask[:, None])   # (B, V)
     first = sample_token(logits, *self._sampling)                                # (B,)
     self.out[:, 0] = first; self.done |= (first[:, None] == self._eos).any(-1); self.tok.copy_(first); self.step.fill_(1)
-    n = 1
+    n, buckets = 1, sorted(steps)
     while n < max_new_tokens:
-        step(); n += 1
+        steps[next(b for b in buckets if b >= P + n)](); n += 1                  # feeds column P+n-1: attend to [0, P+n)
         if n % check_every == 0 and bool(self.done.all()): break                 # early exit (one host sync)
     return self.out[:, :n].clone()
 StaticRollout.generate = generate
