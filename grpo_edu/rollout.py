@@ -331,8 +331,10 @@ StaticRollout.generate = generate
 _ENGINES = weakref.WeakKeyDictionary()          # model -> {batch size: StaticRollout}
 
 def rollout_engine(model, batch_size: int, max_len: int, compile: bool = False) -> StaticRollout:
-    "The model's StaticRollout for `batch_size` rows: built on first use, rebuilt only when `max_len` outgrows it."
+    "A StaticRollout of the model with ≥ `batch_size` rows: an existing one if it is big enough, else built (or grown)."
     engines = _ENGINES.setdefault(model, {})
+    fits = [e for e in engines.values() if e.B >= batch_size and e.L >= max_len and e.compile == compile]
+    if fits: return min(fits, key=lambda e: e.B)                                # e.g. eval's last, smaller batch
     e = engines.get(batch_size)
     if e is None or e.L < max_len or e.compile != compile:
         engines.pop(batch_size, None)                                           # free the old cache first
@@ -372,9 +374,12 @@ def generate_completions(
     try:
         if pick_engine(model, engine, repetition_penalty) == "static":
             B, P = prompt_ids.shape
-            cids = rollout_engine(model, B, P + max_new_tokens, compile).generate(
-                prompt_ids, prompt_mask, max_new_tokens, eos, tokenizer.pad_token_id, do_sample=do_sample,
-                temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p)          # (B, K)
+            e = rollout_engine(model, B, P + max_new_tokens, compile)
+            ids, pm = prompt_ids, prompt_mask
+            if e.B > B:                                   # a bigger engine: fill its rows with copies of the last prompt
+                ids, pm = (torch.cat([t, t[-1:].expand(e.B - B, -1)]) for t in (prompt_ids, prompt_mask))
+            cids = e.generate(ids, pm, max_new_tokens, eos, tokenizer.pad_token_id, do_sample=do_sample,
+                              temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p)[:B]   # (B, K)
         else:
             gc = GenerationConfig(max_new_tokens=max_new_tokens, do_sample=do_sample, pad_token_id=tokenizer.pad_token_id,
                                   eos_token_id=eos, bos_token_id=None, repetition_penalty=repetition_penalty,

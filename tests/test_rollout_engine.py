@@ -52,6 +52,10 @@ def test_engine_reused_and_regrown():
     assert _ENGINES[model][4] is not e and _ENGINES[model][4].L == 128      # grown to the next multiple of 64
     with pytest.raises(GRPOEduError, match="rows"):
         _ENGINES[model][4].generate(ids[:2], pm[:2], 4, 1, 0)
+    # a smaller batch (eval's last one) borrows the 4-row engine: no new cache, and the same greedy tokens as HF
+    a = generate_completions(model, Tok, ids[:3], pm[:3], 8, do_sample=False, engine="static")
+    b = generate_completions(model, Tok, ids[:3], pm[:3], 8, do_sample=False, engine="hf")
+    assert list(_ENGINES[model]) == [4] and torch.equal(a[0][:, :b[0].size(1)], b[0]) and a[0].size(0) == 3
 
 
 def test_cpu_bf16_autocast_runs():
