@@ -112,3 +112,20 @@ def test_cuda_graph_greedy_equals_hf_after_updates(shared):
     with torch.autocast("cuda", dtype=torch.bfloat16):
         c, m, t = generate_completions(model, tok, ids, pm, 32)
     assert c.shape[0] == 8 and int(c.max()) < len(tok)
+
+
+@pytest.mark.skipif(not (__import__("shutil").which("g++") or __import__("shutil").which("c++")),
+                    reason="torch.compile on CPU (inductor) needs a C++ compiler")
+def test_compiled_decode_step_has_no_graph_breaks():
+    """rollout_compile=True: torch.compile traces the whole decode step as one graph per length bucket (no graph
+    breaks, so on a GPU the compiled step is captured whole) and gives HF's greedy tokens. Runs inductor on CPU."""
+    import torch._dynamo as dynamo
+    model = qwen_like(300)
+    ids = torch.randint(2, 300, (4, 9)); pm = torch.ones_like(ids); ids[1, :3] = 0; pm[1, :3] = 0
+    class Tok: pad_token_id, eos_token_id = 0, 1
+    dynamo.reset(); dynamo.utils.counters.clear()
+    a = generate_completions(model, Tok, ids, pm, 20, do_sample=False, engine="static", compile=True)
+    b = generate_completions(model, Tok, ids, pm, 20, do_sample=False, engine="hf")
+    assert torch.equal(a[0][:, :b[0].size(1)], b[0])
+    assert not dynamo.utils.counters["graph_break"], dict(dynamo.utils.counters["graph_break"])
+    assert dynamo.utils.counters["stats"]["unique_graphs"] >= 1
