@@ -26,6 +26,9 @@ def _write(path, text):
     (["--scale_rewards", "global"], "Valid values: group, batch, none"),
     (["--dataset", "no/such/prompts.jsonl"], "neither a built-in task"),
     (["--num_generation", "8"], "Did you mean `num_generations`?"),
+    (["--rollout_engine", "vllm"], "rollout_engine='vllm': use auto"),
+    (["--optim", "adamw8bit"], "Did you mean `adamw_8bit`?"),
+    (["--lm_head_chunk_size", "-1"], "lm_head_chunk_size=-1 must be a whole number"),
 ])
 def test_config_errors(args, expected, tmp_path):
     r = run_cli("train", *args, "--output_dir", tmp_path, timeout=120)

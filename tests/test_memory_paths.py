@@ -60,3 +60,11 @@ def test_adamw_8bit():
 def test_unknown_optim_is_named():
     with pytest.raises(GRPOEduError, match="optim='adamw'.*adamw_torch"):
         GRPOConfig(optim="adamw").validate()
+
+
+def test_adamw_8bit_without_bitsandbytes_says_how(monkeypatch):
+    import importlib.util
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "bitsandbytes" else real(name, *a))
+    with pytest.raises(GRPOEduError, match="pip install bitsandbytes"):
+        GRPOConfig(optim="adamw_8bit").validate()
