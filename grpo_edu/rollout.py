@@ -208,8 +208,10 @@ def gqa_attention(
     v: torch.Tensor,      # (B, Hkv, L, D) values
     mask: torch.Tensor,   # (B, 1, T, L) True where query t may attend to column j
 ) -> torch.Tensor:        # (B, H, T, D)
-    "softmax(q kᵀ / √D) v with G query heads per KV head, computed without repeating K and V."
+    "softmax(q kᵀ / √D) v with G query heads per KV head; decode steps (T = 1) never repeat K and V."
     B, H, T, D = q.shape; Hkv = k.size(1); G = H // Hkv
+    if T > 1:   # prefill, once per rollout: a fused SDPA kernel, so the (B, H, T, L) scores are never materialised
+        return F.scaled_dot_product_attention(q, k.repeat_interleave(G, 1), v.repeat_interleave(G, 1), attn_mask=mask)
     qg = q.reshape(B, Hkv, G * T, D)                                             # (B, Hkv, G·T, D) rows (g, t)
     s = (qg @ k.transpose(-1, -2)).float() * D ** -0.5                           # (B, Hkv, G·T, L)
     s = s.masked_fill(~mask.repeat(1, 1, G, 1), float("-inf"))                   # row (g, t) uses mask[t]
