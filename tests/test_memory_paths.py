@@ -27,9 +27,10 @@ def grads_of_update(tr, batch):
     return out, {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
 
 
-@pytest.mark.parametrize("loss_type", ["grpo", "dapo", "dr_grpo", "bnpo"])
-def test_bucketing_and_chunked_head_do_not_change_the_step(loss_type):
-    tr = make_trainer(loss_type=loss_type)
+@pytest.mark.parametrize("loss_type,checkpointing", [("grpo", False), ("dapo", False), ("dr_grpo", False), ("bnpo", False),
+                                                     ("dapo", True)])
+def test_bucketing_and_chunked_head_do_not_change_the_step(loss_type, checkpointing):
+    tr = make_trainer(loss_type=loss_type, gradient_checkpointing=checkpointing)
     batch, _, _ = tr._generate_and_score(tr._prompt_rows(0))
     lengths = batch["attention_mask"][:, -batch["K"]:].sum(1)
     assert lengths.unique().numel() > 1, "the test needs completions of different lengths"
