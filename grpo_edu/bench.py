@@ -82,7 +82,7 @@ def bench_ours(model_dir: str, dataset, steps: int = 3, max_completion_length: i
     args = GRPOConfig(**{**dict(output_dir="/tmp/grpo_edu_bench", per_device_train_batch_size=batch, gradient_accumulation_steps=accum,
                       num_generations=8, max_completion_length=max_completion_length, max_steps=steps + 1, beta=0.04,
                       loss_type="grpo", bf16=cuda, torch_dtype="bfloat16" if cuda else "float32", logging_steps=1,
-                      save_steps=0, eval_dataset=None, learning_rate=1e-6), **overrides})
+                      save_steps=0, eval_dataset=None, learning_rate=1e-6, gradient_checkpointing=True), **overrides})
     _reset_peak()
     tr = GRPOTrainer(model_dir, lambda completions, answer, **k: [float(a in str(c)) for c, a in zip(completions, answer)],
                      args, dataset)
@@ -104,7 +104,8 @@ def bench_trl(model_dir: str, dataset, steps: int = 3, max_completion_length: in
     args = TRLConfig(output_dir="/tmp/trl_bench", per_device_train_batch_size=batch, gradient_accumulation_steps=accum,
                      num_generations=8, max_completion_length=max_completion_length, max_steps=steps + 1, logging_steps=1,
                      report_to="none", beta=0.04, loss_type="grpo", bf16=cuda, use_cpu=not cuda, save_strategy="no",
-                     gradient_checkpointing=False, model_init_kwargs={"dtype": torch.bfloat16 if cuda else torch.float32})
+                     gradient_checkpointing=True,                  # TRL's default, as in the baseline
+                     model_init_kwargs={"dtype": torch.bfloat16 if cuda else torch.float32})
     _reset_peak()
     tr = TRLTrainer(model=model_dir, args=args, train_dataset=dataset,
                     reward_funcs=lambda completions, answer, **k: [float(a in str(c)) for c, a in zip(completions, answer)])
@@ -134,7 +135,8 @@ def run_bench(
     import transformers
     rec = {"gpu": gpu, "date": datetime.date.today().isoformat(), "command": " ".join(sys.argv) or "run_bench",
            "config": {"completions_per_step": batch * accum, "num_generations": 8, "max_completion_length": max_completion_length,
-                      "beta": 0.04, "loss_type": "grpo", "rollout_tok_s": "batch 64, 256 new tokens, sampled"},
+                      "beta": 0.04, "loss_type": "grpo", "gradient_checkpointing": True, "weights": "bf16",
+                      "rollout_tok_s": "batch 64, 256 new tokens, sampled"},
            "versions": {"torch": torch.__version__, "transformers": transformers.__version__}, "results": []}
     try:
         import trl as _trl; rec["versions"]["trl"] = _trl.__version__

@@ -49,6 +49,7 @@ class GRPOConfig:
     repetition_penalty: float = 1.0
     rollout_engine: str = "auto"             # auto: static-cache CUDA-graph sampler on CUDA, HF generate elsewhere; static; hf
     rollout_compile: bool = False            # torch.compile the static engine's decode step (slower start, faster steps)
+    rollout_release_memory: bool = False     # free the engine's KV cache and graphs after each rollout (lower peak, re-capture)
     # loss
     beta: float = 0.0                        # KL weight; 0 means no reference model is loaded (TRL's default)
     epsilon: float = 0.2                     # clip range, lower side

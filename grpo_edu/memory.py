@@ -79,6 +79,7 @@ def estimate_memory(
     lm_head_chunk_size: int = 256,       # positions scored at once (0: the whole (B, K, V) logits are kept)
     optim: str = "adamw_torch",          # adamw_torch (2 states in the weights' dtype) | adamw_8bit (2 × 1 byte)
     rollout_engine: str = "auto",        # auto/static: the static engine's KV cache stays allocated; hf: freed after rollout
+    rollout_release_memory: bool = False,# True: the static engine frees its cache after each rollout
     **ignored,
 ) -> dict:                               # GiB per process for each part, the two phases' peaks, and whether it fits
     "Peak GPU memory per process of a grpo_edu GRPO step, split into its parts."
@@ -107,10 +108,11 @@ def estimate_memory(
     cols = -(-T // 64) * 64 if static_engine else T                             # the engine rounds its cache up to 64
     parts["KV cache (rollout)"] = gen_rows * cols * L * 2 * kvd * ab
     parts["bf16 copy (rollout)"] = P * ab if static_engine and ab < wb else 0.0  # fp32 masters: the sampler's bf16 copy
-    static = parts["weights"] + parts["optimizer (AdamW)"] + parts["reference model"] + parts["bf16 copy (rollout)"]
-    rollout = static + parts["KV cache (rollout)"] + 3 * gen_rows * V * 4        # + a step's fp32 logits, noise, filter
+    static = parts["weights"] + parts["optimizer (AdamW)"] + parts["reference model"]
+    rollout = static + parts["bf16 copy (rollout)"] + parts["KV cache (rollout)"] + 3 * gen_rows * V * 4        # + a step's fp32 logits, noise, filter
     update = static + parts["gradients"] + parts["activations"] + parts["logits (B, K, V)"]
-    if static_engine: update += parts["KV cache (rollout)"]                     # the captured graph keeps it allocated
+    if static_engine and not rollout_release_memory:                            # the captured graphs keep them allocated
+        update += parts["KV cache (rollout)"] + parts["bf16 copy (rollout)"]
     out = {k: v / GiB for k, v in parts.items()}
     out.update({"params": P, "peak rollout": rollout / GiB, "peak update": update / GiB,
                 "total": max(rollout, update) / GiB, "gpu_memory_gib": gpu_memory_gib})

@@ -6,7 +6,7 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/rollout.html.md"""
 
 # %% auto #0
 __all__ = ['is_conversational', 'prompt_texts', 'encode_prompts', 'completion_mask', 'filter_logits', 'sample_token',
-           'static_engine_unsupported', 'sampling_weights', 'StaticRollout', 'gqa_attention', 'generate',
+           'static_engine_unsupported', 'sampling_weights', 'StaticRollout', 'gqa_attention', 'generate', 'release',
            'rollout_engine', 'pick_engine', 'generate_completions']
 
 # %% ../nbs/api/05_rollout.ipynb #a8b7ce0e
@@ -329,6 +329,14 @@ def generate(self: StaticRollout,
     return self.out[:, :n].clone()
 StaticRollout.generate = generate
 
+def release(self: StaticRollout):
+    "Free the KV cache, the output buffer and the captured graphs (the next `generate` allocates and captures again)."
+    if self.model is not None: _SHADOWS.pop(self.model, None)                    # the bf16 copy too (fp32 masters)
+    self.kv, self.graphs, self.src = None, {}, None
+    self.out = torch.zeros(self.B, 0, dtype=torch.long, device=self.dev)
+    if self.dev.type == "cuda": torch.cuda.empty_cache()
+StaticRollout.release = release
+
 # %% ../nbs/api/05_rollout.ipynb #a2d579f9
 _ENGINES = weakref.WeakKeyDictionary()          # model -> {batch size: StaticRollout}
 
@@ -369,6 +377,7 @@ def generate_completions(
     repetition_penalty: float = 1.0,
     engine: str = "auto",            # "auto": StaticRollout on CUDA when it can, else HF generate; "static"; "hf"
     compile: bool = False,           # torch.compile the static engine's decode step
+    release: bool = False,           # free the static engine's cache and graphs afterwards (lower peak, re-capture next time)
 ):                                   # -> (completion_ids (B, K), mask (B, K), truncated (B,))
     "Sample one completion per row; return ids padded to K ≤ max_new_tokens, the EOS mask and the truncation flags."
     eos = model.generation_config.eos_token_id if model.generation_config.eos_token_id is not None else tokenizer.eos_token_id
@@ -382,6 +391,7 @@ def generate_completions(
                 ids, pm = (torch.cat([t, t[-1:].expand(e.B - B, -1)]) for t in (prompt_ids, prompt_mask))
             cids = e.generate(ids, pm, max_new_tokens, eos, tokenizer.pad_token_id, do_sample=do_sample,
                               temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p)[:B]   # (B, K)
+            if release: e.release()
         else:
             gc = GenerationConfig(max_new_tokens=max_new_tokens, do_sample=do_sample, pad_token_id=tokenizer.pad_token_id,
                                   eos_token_id=eos, bos_token_id=None, repetition_penalty=repetition_penalty,

@@ -206,7 +206,8 @@ def _generate_and_score(self: GRPOTrainer, rows: list[dict]):
     with _phase("rollout"), acc.autocast():
         cids, cmask, truncated = generate_completions(acc.unwrap_model(self.model), self.tokenizer, ids, pmask,
             a.max_completion_length, temperature=a.temperature, top_p=a.top_p, top_k=a.top_k, min_p=a.min_p,
-            repetition_penalty=a.repetition_penalty, engine=self.rollout_engine, compile=a.rollout_compile)  # (N, K)
+            repetition_penalty=a.repetition_penalty, engine=self.rollout_engine, compile=a.rollout_compile,
+            release=a.rollout_release_memory)                                                  # (N, K)
     t1 = time.perf_counter()
     prompts_n = [p for p in prompts for _ in range(G)]
     texts = self.tokenizer.batch_decode(cids, skip_special_tokens=True)

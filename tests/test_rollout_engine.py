@@ -129,3 +129,17 @@ def test_compiled_decode_step_has_no_graph_breaks():
     assert torch.equal(a[0][:, :b[0].size(1)], b[0])
     assert not dynamo.utils.counters["graph_break"], dict(dynamo.utils.counters["graph_break"])
     assert dynamo.utils.counters["stats"]["unique_graphs"] >= 1
+
+
+def test_release_memory_frees_the_cache_between_rollouts():
+    "rollout_release_memory=True: after each rollout the engine holds no KV cache (the update gets that memory back)."
+    from grpo_edu.toy import toy_tokenizer, toy_model, addition_dataset
+    from grpo_edu.trainer import GRPOTrainer
+    tok = toy_tokenizer(); model = toy_model(tok, seed=0)
+    args = GRPOConfig(max_steps=2, per_device_train_batch_size=16, num_generations=8, max_completion_length=6,
+                      max_prompt_length=None, output_dir="/tmp/ge_release", eval_dataset=None, rollout_engine="static",
+                      rollout_release_memory=True)
+    tr = GRPOTrainer(model, "accuracy", args, addition_dataset(32, seed=0), processing_class=tok)
+    tr.train()
+    e = _ENGINES[model][16]
+    assert e.kv is None and e.graphs == {}
