@@ -177,7 +177,7 @@ class StaticRollout:
         self.H, self.Hkv = cfg.num_attention_heads, cfg.num_key_value_heads
         self.D = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
         self.cuda_graph = (self.dev.type == "cuda") if cuda_graph is None else cuda_graph
-        self.compile, self.graphs, self._eos_ids = compile, {}, {}
+        self.compile, self.graphs, self._eos_ids, self._pool = compile, {}, {}, None
         B, L, dev = batch_size, max_len, self.dev
         self.valid = torch.zeros(B, L, dtype=torch.bool, device=dev)        # (B, L) columns each row may attend to
         self.offset = torch.zeros(B, 1, dtype=torch.long, device=dev)       # (B, 1) left padding of each row
@@ -273,7 +273,7 @@ def _graph(self: StaticRollout, key) -> dict:
         return run
     steps = {Lk: runner(Lk) for Lk in self._buckets()}
     if self.cuda_graph:                   # all buckets captured now, before any rollout state exists (warm-ups write junk)
-        pool = torch.cuda.graph_pool_handle()                                    # the graphs never run at once: one pool
+        if self._pool is None: self._pool = torch.cuda.graph_pool_handle()       # graphs never run at once: one pool
         for Lk, run in steps.items():
             for t in (self.valid, self.offset, self.col, self.step, self.done, self.tok): t.zero_()
             s = torch.cuda.Stream(); s.wait_stream(torch.cuda.current_stream())
@@ -281,7 +281,7 @@ def _graph(self: StaticRollout, key) -> dict:
                 for _ in range(3): run()                                         # warm-up (and compile) outside capture
             torch.cuda.current_stream().wait_stream(s)
             g = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(g, pool=pool): run()
+            with torch.cuda.graph(g, pool=self._pool): run()
             steps[Lk] = g.replay
     self.graphs[key] = steps
     return steps
@@ -332,7 +332,7 @@ StaticRollout.generate = generate
 def release(self: StaticRollout):
     "Free the KV cache, the output buffer and the captured graphs (the next `generate` allocates and captures again)."
     if self.model is not None: _SHADOWS.pop(self.model, None)                    # the bf16 copy too (fp32 masters)
-    self.kv, self.graphs, self.src = None, {}, None
+    self.kv, self.graphs, self.src, self._pool = None, {}, None, None
     self.out = torch.zeros(self.B, 0, dtype=torch.long, device=self.dev)
     if self.dev.type == "cuda": torch.cuda.empty_cache()
 StaticRollout.release = release
