@@ -127,6 +127,7 @@ def run_bench(
     batch: int = 16,                  # completions per micro-batch (the baseline: 16)
     accum: int = 4,                   # micro-batches per step (the baseline: 4, so 64 completions = 8 prompts × 8)
     before: bool = True,              # also run grpo_edu without its speed/memory work (HF generate, full logits)
+    ours_overrides: dict | None = None, # GRPOConfig fields for grpo_edu's run (e.g. rollout_compile=True)
 ) -> dict:
     "Run the benchmark for each shape, print a table, write `<out_dir>/<gpu>-<date>.json`; return the record."
     from grpo_edu.data import gsm8k_dataset
@@ -136,7 +137,7 @@ def run_bench(
     rec = {"gpu": gpu, "date": datetime.date.today().isoformat(), "command": " ".join(sys.argv) or "run_bench",
            "config": {"completions_per_step": batch * accum, "num_generations": 8, "max_completion_length": max_completion_length,
                       "beta": 0.04, "loss_type": "grpo", "gradient_checkpointing": True, "weights": "bf16",
-                      "rollout_tok_s": "batch 64, 256 new tokens, sampled"},
+                      "rollout_tok_s": "batch 64, 256 new tokens, sampled", "ours_overrides": ours_overrides or {}},
            "versions": {"torch": torch.__version__, "transformers": transformers.__version__}, "results": []}
     try:
         import trl as _trl; rec["versions"]["trl"] = _trl.__version__
@@ -146,7 +147,7 @@ def run_bench(
     ratio = lambda a, b: round(a / b, 2) if a and b else None
     for shape in shapes:
         mdir = random_model_dir(shape, str(Path(data_dir) / "qwen2.5-tokenizer"), f"/tmp/grpo_edu_bench_{shape}")
-        ours = bench_ours(mdir, ds, steps, max_completion_length, batch, accum)
+        ours = bench_ours(mdir, ds, steps, max_completion_length, batch, accum, **(ours_overrides or {}))
         old = bench_ours(mdir, ds, steps, max_completion_length, batch, accum, **BEFORE) if before else None
         theirs = bench_trl(mdir, ds, steps, max_completion_length, batch, accum) if trl else None
         n_new = min(256, max_completion_length)

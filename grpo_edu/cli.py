@@ -144,13 +144,20 @@ def cmd_bench(argv: list[str]) -> int:
     p.add_argument("--max_completion_length", type=int, default=512); p.add_argument("--data_dir", default="../shared/data")
     p.add_argument("--out_dir", default="benchmarks/results"); p.add_argument("--no_trl", action="store_true")
     p.add_argument("--no_before", action="store_true", help="skip grpo_edu without its speed/memory work (the before/after data)")
+    p.add_argument("--ours", default="", help="GRPOConfig overrides for grpo_edu's run, e.g. rollout_compile=true,rollout_release_memory=true")
     p.add_argument("--per_device_train_batch_size", type=int, default=16); p.add_argument("--gradient_accumulation_steps", type=int, default=4)
     a = p.parse_args(argv)
     if not (Path(a.data_dir) / "gsm8k").exists() or not (Path(a.data_dir) / "qwen2.5-tokenizer").exists():
         raise GRPOEduError(f"--data_dir {a.data_dir} must hold gsm8k/ (GSM8K jsonl) and qwen2.5-tokenizer/ (the Qwen2.5 tokenizer).")
     from grpo_edu.bench import run_bench
+    from grpo_edu.config import config_from_dict
+    pairs = [kv.split("=", 1) for kv in a.ours.split(",") if kv.strip()]
+    if any(len(kv) != 2 for kv in pairs): raise GRPOEduError(f"--ours {a.ours!r}: give field=value pairs separated by commas.")
+    ours = {k.strip(): v.strip() for k, v in pairs}
+    ours = {k: getattr(config_from_dict(ours, "--ours"), k) for k in ours}          # checked and typed like --field value
     run_bench(tuple(a.shapes.split(",")), a.data_dir, a.steps, a.max_completion_length, a.out_dir, trl=not a.no_trl,
-              batch=a.per_device_train_batch_size, accum=a.gradient_accumulation_steps, before=not a.no_before)
+              batch=a.per_device_train_batch_size, accum=a.gradient_accumulation_steps, before=not a.no_before,
+              ours_overrides=ours)
     return 0
 
 # %% ../nbs/api/10_cli.ipynb #86973689

@@ -6,13 +6,14 @@ from conftest import run_cli
 def test_bench_smoke(shared, tmp_path):
     r = run_cli("bench", "--shapes", "tiny", "--steps", "1", "--max_completion_length", "16", "--data_dir", shared,
                 "--per_device_train_batch_size", "8", "--gradient_accumulation_steps", "1",
-                "--out_dir", tmp_path, timeout=900)
+                "--ours", "rollout_release_memory=true", "--out_dir", tmp_path, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     files = list(tmp_path.glob("*.json"))
     assert len(files) == 1
     rec = json.loads(files[0].read_text())
     row = rec["results"][0]
     assert rec["gpu"] and "torch" in rec["versions"] and row["model"] == "tiny"
+    assert rec["config"]["ours_overrides"] == {"rollout_release_memory": True}
     for k in ("ours_step_s", "trl_step_s", "rollout_tok_s", "hf_generate_tok_s", "ours_before_step_s"): assert row[k] and row[k] > 0, k
     assert "ours_peak_gib" in row and "trl_peak_gib" in row
     assert row["rollout_compiled_tok_s"] is None                        # compiled engine: GPU only
@@ -20,6 +21,11 @@ def test_bench_smoke(shared, tmp_path):
     for phases in (row["ours_phases_s"], row["ours_before_phases_s"]):
         assert set(phases) == {"rollout", "rewards", "ref_old_logps", "forward_backward", "optimizer"}
         assert 0 < sum(phases.values()) <= 1.05 * max(row["ours_step_s"], row["ours_before_step_s"]) * 1.5
+
+
+def test_bench_bad_override(shared, tmp_path):
+    r = run_cli("bench", "--data_dir", shared, "--ours", "rollout_engin=hf", "--out_dir", tmp_path, timeout=120)
+    assert r.returncode == 2 and "Did you mean `rollout_engine`?" in r.stderr and "Traceback" not in r.stderr
 
 
 def test_bench_needs_data(tmp_path):
