@@ -2,12 +2,14 @@
 # Everything in this repo that needs a GPU, in one go, from the repo root:
 #   1. the `cuda`-marked tests (the CUDA-graph engine vs HF generate, before and after in-place weight updates);
 #   2. `grpo-edu bench` (grpo_edu before/after vs TRL's GRPOTrainer, same GPU, one process) -> benchmarks/results/;
-#   3. the notebooks' `#| cuda` cells, re-executed with their outputs saved for the docs.
+#   3. the notebooks' `#| cuda` cells, re-executed with their outputs saved for the docs;
+#   4. a smoke run of each one-GPU recipe in configs/ through the CLI (2 steps, random weights of the recipe's shape,
+#      since the Hub may be unreachable), each under a 24 GiB cap like an RTX 4090.
 # Needs ../shared/data (GSM8K + the Qwen2.5 tokenizer), trl and datasets (pip install -e ".[dev]"), and bitsandbytes for
-# the 1.5B memory check. Steps can be picked: scripts/gpu-check.sh tests bench notebooks (default: all three).
+# the 1.5B recipe (8-bit AdamW). Steps can be picked: scripts/gpu-check.sh tests bench notebooks recipes (default: all).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-steps="${*:-tests bench notebooks}"
+steps="${*:-tests bench notebooks recipes}"
 python -c "import torch; assert torch.cuda.is_available(), 'no CUDA GPU visible'; print(torch.cuda.get_device_name(0))"
 if [[ " $steps " == *" tests "* ]]; then python -m pytest -q -m cuda tests; fi
 if [[ " $steps " == *" bench "* ]]; then grpo-edu bench --data_dir ../shared/data; fi
@@ -16,4 +18,21 @@ if [[ " $steps " == *" notebooks "* ]]; then
     nbdev-test "$nb" --flags cuda --save
   done
   nbdev-clean
+fi
+if [[ " $steps " == *" recipes "* ]]; then
+  for shape in 0.5b 1.5b; do
+    dir=/tmp/grpo-edu-random-$shape
+    python -c "import torch; from grpo_edu.bench import random_model_dir; random_model_dir('$shape', '../shared/data/qwen2.5-tokenizer', '$dir', torch.float32)"
+    PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True python - "$shape" "$dir" <<'PY'
+import sys, torch
+torch.cuda.set_per_process_memory_fraction(min(1.0, 24 * 2**30 / torch.cuda.get_device_properties(0).total_memory))
+from grpo_edu.cli import main
+shape, model_dir = sys.argv[1], sys.argv[2]
+rc = main(["train", "--config", f"configs/qwen2.5-{shape}-gsm8k-1x4090.yaml", "--model_name_or_path", model_dir,
+           "--dataset_path", "../shared/data/gsm8k", "--max_steps", "2", "--eval_max_samples", "64", "--save_steps", "0",
+           "--output_dir", f"/tmp/grpo-edu-recipe-{shape}"])
+print(f"recipe {shape}: exit {rc}, peak {torch.cuda.max_memory_allocated() / 2**30:.2f} GiB of a 24 GiB cap")
+sys.exit(rc)
+PY
+  done
 fi
