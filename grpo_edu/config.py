@@ -13,7 +13,7 @@ __all__ = ['FIELD_NAMES', 'TOY_RECIPE', 'GRPOConfig', 'validate', 'config_from_d
 Why one dataclass: the CLI (`--field value`), YAML recipes and Python users all build this object, and `validate()`
 checks it before any model is loaded, so a mistake costs a second, not ten minutes of loading.
 """
-import dataclasses, math, typing
+import dataclasses, importlib.util, math, typing
 from dataclasses import dataclass, field, fields, asdict
 from pathlib import Path
 import yaml
@@ -130,7 +130,6 @@ def validate(self: GRPOConfig, num_processes: int = 1) -> GRPOConfig:
     if c.optim not in ("adamw_torch", "adamw_8bit"):
         _err(f"optim={c.optim!r}: use adamw_torch or adamw_8bit.{closest(str(c.optim), ('adamw_torch', 'adamw_8bit'))}")
     if c.optim == "adamw_8bit":
-        import importlib.util
         if importlib.util.find_spec("bitsandbytes") is None:
             _err("optim=adamw_8bit needs the bitsandbytes package (CUDA): `pip install bitsandbytes`, or set "
                  "optim=adamw_torch (fp32/bf16 AdamW states, 2 × the weights' bytes).")
@@ -149,7 +148,6 @@ def validate(self: GRPOConfig, num_processes: int = 1) -> GRPOConfig:
         _err(f"torch_dtype={c.torch_dtype!r}: use float32, bfloat16, float16 or auto.")
     if c.report_to not in ("none", "tensorboard"): _err(f"report_to={c.report_to!r}: use none or tensorboard.")
     if c.report_to == "tensorboard":
-        import importlib.util
         if importlib.util.find_spec("tensorboard") is None:
             _err("report_to=tensorboard needs the tensorboard package: `pip install tensorboard`, or set report_to=none "
                  "(metrics.jsonl and the PNG plots are always written).")

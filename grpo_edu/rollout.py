@@ -91,7 +91,7 @@ def filter_logits(
 ) -> torch.Tensor:              # (B, V) with filtered tokens at -inf
     "HF generate's top-k → top-p → min-p warpers (same order, same ties) as tensor ops a CUDA graph can hold."
     neg = -float("inf")
-    if top_k and top_k > 0:
+    if top_k > 0:
         kth = torch.topk(logits, min(top_k, logits.size(-1)), dim=-1).values[:, -1:]     # (B, 1) k-th largest
         logits = logits.masked_fill(logits < kth, neg)
     if top_p < 1.0:
@@ -212,10 +212,10 @@ def gqa_attention(
     B, H, T, D = q.shape; Hkv = k.size(1); G = H // Hkv
     if T > 1:   # prefill, once per rollout: a fused SDPA kernel, so the (B, H, T, L) scores are never materialised
         return F.scaled_dot_product_attention(q, k.repeat_interleave(G, 1), v.repeat_interleave(G, 1), attn_mask=mask)
-    qg = q.reshape(B, Hkv, G * T, D)                                             # (B, Hkv, G·T, D) rows (g, t)
-    s = (qg @ k.transpose(-1, -2)).float() * D ** -0.5                           # (B, Hkv, G·T, L)
-    s = s.masked_fill(~mask.repeat(1, 1, G, 1), float("-inf"))                   # row (g, t) uses mask[t]
-    return (s.softmax(-1).to(v.dtype) @ v).reshape(B, H, T, D)                   # (B, H, T, D)
+    qg = q.reshape(B, Hkv, G, D)                                                 # (B, Hkv, G, D) a KV head's G queries
+    s = (qg @ k.transpose(-1, -2)).float() * D ** -0.5                           # (B, Hkv, G, L)
+    s = s.masked_fill(~mask, float("-inf"))                                      # (B, 1, 1, L) broadcasts over heads
+    return (s.softmax(-1).to(v.dtype) @ v).reshape(B, H, 1, D)                   # (B, H, 1, D)
 
 # %% ../nbs/api/05_rollout.ipynb #62c92e63
 def _forward(self: StaticRollout,
@@ -250,7 +250,7 @@ def _decode_step(self: StaticRollout, Lk: int):
     pos = self.col.view(1, 1) - self.offset                                      # (B, 1) position = column - left pads
     logits = self._forward(self.tok[:, None], pos, self.col, self.valid[:, None, None, :Lk])   # (B, V)
     nxt = sample_token(logits, *self._sampling)                                  # (B,)
-    nxt = torch.where(self.done, torch.full_like(nxt, self._pad), nxt)           # finished rows emit padding
+    nxt = nxt.masked_fill(self.done, self._pad)                                  # finished rows emit padding
     self.out.index_copy_(1, self.step, nxt[:, None])                             # out[:, step] = nxt
     self.done |= (nxt[:, None] == self._eos).any(-1)                            # (B,) hit an EOS id (graph-safe isin)
     self.tok.copy_(nxt); self.col.add_(1); self.step.add_(1)
@@ -345,11 +345,9 @@ def rollout_engine(model, batch_size: int, max_len: int, compile: bool = False) 
     engines = _ENGINES.setdefault(model, {})
     fits = [e for e in engines.values() if e.B >= batch_size and e.L >= max_len and e.compile == compile]
     if fits: return min(fits, key=lambda e: e.B)                                # e.g. eval's last, smaller batch
-    e = engines.get(batch_size)
-    if e is None or e.L < max_len or e.compile != compile:
-        engines.pop(batch_size, None)                                           # free the old cache first
-        e = engines[batch_size] = StaticRollout(model, batch_size, -(-max_len // 64) * 64, compile=compile)
-    return e
+    engines.pop(batch_size, None)                                               # too short or other compile: free it first
+    engines[batch_size] = StaticRollout(model, batch_size, -(-max_len // 64) * 64, compile=compile)
+    return engines[batch_size]
 
 def pick_engine(model, engine: str = "auto", repetition_penalty: float = 1.0) -> str:
     "'static' or 'hf': what `engine` ('auto' | 'static' | 'hf') means for this model on its device."

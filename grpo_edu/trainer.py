@@ -283,19 +283,20 @@ def _update(self: GRPOTrainer, batch: dict) -> dict:
         k = max(int(lengths[rows].max()), 1)                                              # cut the all-padding tail
         cut = batch["input_ids"].size(1) - K + k                                          # prompt width + k
         pick = lambda key, w=k: None if batch[key] is None else batch[key][rows][:, :w]    # (b, k) columns
+        mask = pick("mask")                                                               # (b, k)
         sync = contextlib.nullcontext() if j == len(parts) - 1 else acc.no_sync(model)
         with _phase("the policy update (forward/backward)"), sync, acc.autocast():
             logps, ent = per_token_logps(model, batch["input_ids"][rows, :cut], batch["attention_mask"][rows, :cut], k,
                                          a.temperature, compute_entropy=True, chunk_size=a.lm_head_chunk_size)  # (b, k)
-            loss = grpo_loss(logps, pick("old_logps"), pick("ref_logps"), batch["advantages"][rows], pick("mask"),
+            loss = grpo_loss(logps, pick("old_logps"), pick("ref_logps"), batch["advantages"][rows], mask,
                              a.beta, a.epsilon, a.epsilon_high, a.loss_type, a.max_completion_length,
                              num_items_in_batch=batch["num_items"] / acc.num_processes)
             if a.loss_type != "dapo": loss = loss / GA          # dapo's normaliser already spans the whole batch
             acc.backward(loss)
         loss_total += loss.item()
-        m = pick("mask").float()
+        m = mask.float()
         for name, (s, c) in grpo_loss_metrics(logps.detach(), pick("old_logps"), pick("ref_logps"), batch["advantages"][rows],
-                                              pick("mask"), a.beta, a.epsilon, a.epsilon_high).items():
+                                              mask, a.beta, a.epsilon, a.epsilon_high).items():
             sums[name][0] += s; sums[name][1] += c
         sums["entropy"][0] += (ent * m).sum().item(); sums["entropy"][1] += m.sum().item()
     t1 = time.perf_counter()
