@@ -23,7 +23,7 @@ from collections import defaultdict
 from pathlib import Path
 import torch
 from accelerate import Accelerator
-from accelerate.utils import set_seed
+from accelerate.utils import gather_object, set_seed
 from tqdm.auto import tqdm
 from transformers import AutoModelForCausalLM, AutoTokenizer, get_scheduler
 from transformers.utils import logging as hf_logging
@@ -356,9 +356,9 @@ GRPOTrainer.evaluate = evaluate
 def save(self: GRPOTrainer) -> Path:
     "Save an atomic checkpoint of everything needed to continue exactly (main process writes)."
     self.accelerator.wait_for_everyone()
-    path = None
+    path, rngs = None, gather_object([rng_state()])         # every process's RNG: their streams differ after sampling
     if self.accelerator.is_main_process:
-        state = {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(), "rng": rng_state(),
+        state = {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(), "rng": rngs,
                  "eval_before": self.eval_before, "health": {"fired": self.health.fired, "skipped": self.health.skipped_steps}}
         path = save_checkpoint(self.args.output_dir, self.step, self.accelerator.unwrap_model(self.model), self.tokenizer,
                                state, self.args.save_total_limit)
@@ -367,6 +367,14 @@ def save(self: GRPOTrainer) -> Path:
 GRPOTrainer.save = save
 
 # %% ../nbs/api/09_trainer.ipynb #3826e08a
+def _my_rng(saved, acc) -> dict:
+    "This process's RNG state from a checkpoint: one per process (a single dict in older checkpoints)."
+    if isinstance(saved, dict): return saved
+    if len(saved) != acc.num_processes and acc.is_main_process:
+        print(f"[grpo-edu] the checkpoint was saved by {len(saved)} process(es), resuming on {acc.num_processes}: weights, "
+              f"optimizer, scheduler and step are restored exactly, but sampling continues from different random streams.")
+    return saved[acc.process_index % len(saved)]
+
 def _resume(self: GRPOTrainer, path) -> int:
     "Load a checkpoint's weights, optimizer, scheduler, RNG and step; return the step."
     p = latest_checkpoint(self.args.output_dir) if str(path) == "latest" else Path(path)
@@ -379,7 +387,7 @@ def _resume(self: GRPOTrainer, path) -> int:
     self.accelerator.unwrap_model(self.model).load_state_dict(sd, strict=False)
     st = load_trainer_state(p)
     self.optimizer.load_state_dict(st["optimizer"]); self.scheduler.load_state_dict(st["scheduler"])
-    set_rng_state(st["rng"]); self.eval_before = st.get("eval_before")
+    set_rng_state(_my_rng(st["rng"], self.accelerator)); self.eval_before = st.get("eval_before")
     self.health.fired, self.health.skipped_steps = st["health"]["fired"], st["health"]["skipped"]
     self.step = st["step"]
     return self.step
