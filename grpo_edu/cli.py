@@ -71,6 +71,7 @@ def cmd_train(argv: list[str]) -> int:
     from grpo_edu.trainer import trainer_from_config
     trainer = trainer_from_config(args)
     summary = trainer.train()
+    trainer.accelerator.wait_for_everyone(); trainer.accelerator.end_training()   # every process leaves together, cleanly
     if not trainer.accelerator.is_main_process: return 0
     if summary.get("interrupted"): return 130
     out = Path(args.output_dir)

@@ -376,6 +376,7 @@ def generate_completions(
     engine: str = "auto",            # "auto": StaticRollout on CUDA when it can, else HF generate; "static"; "hf"
     compile: bool = False,           # torch.compile the static engine's decode step
     release: bool = False,           # free the static engine's cache and graphs afterwards (lower peak, re-capture next time)
+    synced_gpus: bool = False,       # sharded weights on several processes: every process steps until all are done
 ):                                   # -> (completion_ids (B, K), mask (B, K), truncated (B,))
     "Sample one completion per row; return ids padded to K ≤ max_new_tokens, the EOS mask and the truncation flags."
     eos = model.generation_config.eos_token_id if model.generation_config.eos_token_id is not None else tokenizer.eos_token_id
@@ -394,7 +395,8 @@ def generate_completions(
             gc = GenerationConfig(max_new_tokens=max_new_tokens, do_sample=do_sample, pad_token_id=tokenizer.pad_token_id,
                                   eos_token_id=eos, bos_token_id=None, repetition_penalty=repetition_penalty,
                                   **(dict(temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p) if do_sample else {}))
-            cids = model.generate(input_ids=prompt_ids, attention_mask=prompt_mask, generation_config=gc)[:, prompt_ids.size(1):]
+            cids = model.generate(input_ids=prompt_ids, attention_mask=prompt_mask, generation_config=gc,
+                                  synced_gpus=synced_gpus)[:, prompt_ids.size(1):]   # (B, K)
     finally:
         model.train(was_training)
     mask, truncated = completion_mask(cids, eos)

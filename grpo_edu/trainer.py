@@ -28,7 +28,7 @@ from tqdm.auto import tqdm
 from transformers import AutoModelForCausalLM, AutoTokenizer, get_scheduler
 from transformers.utils import logging as hf_logging
 from .advantages import group_advantages, group_reward_std, nanstd
-from .checkpoint import latest_checkpoint, load_trainer_state, rng_state, save_checkpoint, set_rng_state
+from .checkpoint import checkpoint_tmp, latest_checkpoint, load_trainer_state, rng_state, save_checkpoint, set_rng_state
 from .config import GRPOConfig
 from .data import load_task
 from .errors import GRPOEduError
@@ -155,12 +155,23 @@ class GRPOTrainer:
         self.rollout_engine = self._rollout_engine()
         self.health, self.eval_before = HealthMonitor(), None
 
+    def _sharded_weights(self) -> bool:
+        "FSDP or DeepSpeed ZeRO-3: each process holds a slice of every layer, so every forward is collective."
+        acc, ds = self.accelerator, getattr(self.accelerator.state, "deepspeed_plugin", None)
+        return acc.distributed_type.name == "FSDP" or (acc.distributed_type.name == "DEEPSPEED" and ds is not None
+                                                       and getattr(ds, "zero_stage", 0) == 3)
+
+    def _synced_generate(self) -> bool:
+        "Sharded weights on several processes: HF generate must keep every process stepping until all rows everywhere end."
+        return self._sharded_weights() and self.accelerator.num_processes > 1   # (transformers misses accelerate's FSDP2)
+
+    def _sharded_optimizer(self) -> bool:
+        "FSDP or DeepSpeed (any ZeRO stage): each process holds a slice of the optimizer state; accelerate saves it."
+        return self.accelerator.distributed_type.name in ("FSDP", "DEEPSPEED")
+
     def _rollout_engine(self) -> str:
         "The configured rollout engine, or 'hf' when the weights are sharded (FSDP / ZeRO-3): each process holds a slice."
-        acc, want = self.accelerator, self.args.rollout_engine
-        ds = getattr(acc.state, "deepspeed_plugin", None)
-        sharded = acc.distributed_type.name == "FSDP" or (acc.distributed_type.name == "DEEPSPEED" and ds is not None
-                                                          and getattr(ds, "zero_stage", 0) == 3)
+        want, sharded = self.args.rollout_engine, self._sharded_weights()
         if sharded and want == "static":
             raise GRPOEduError("rollout_engine=static cannot run with sharded weights (FSDP / DeepSpeed ZeRO-3): each process "
                                "holds only a slice of every layer. Use rollout_engine=auto (HF generate there) or hf.")
@@ -207,7 +218,7 @@ def _generate_and_score(self: GRPOTrainer, rows: list[dict]):
         cids, cmask, truncated = generate_completions(acc.unwrap_model(self.model), self.tokenizer, ids, pmask,
             a.max_completion_length, temperature=a.temperature, top_p=a.top_p, top_k=a.top_k, min_p=a.min_p,
             repetition_penalty=a.repetition_penalty, engine=self.rollout_engine, compile=a.rollout_compile,
-            release=a.rollout_release_memory)                                                  # (N, K)
+            release=a.rollout_release_memory, synced_gpus=self._synced_generate())                # (N, K)
     t1 = time.perf_counter()
     prompts_n = [p for p in prompts for _ in range(G)]
     texts = self.tokenizer.batch_decode(cids, skip_special_tokens=True)
@@ -324,13 +335,14 @@ def answer_rewards(
     samples: int = 1,                  # completions per prompt: 1 is greedy, more are sampled at `temperature`
     temperature: float = 1.0,
     engine: str = "auto",              # rollout engine (see generate_completions)
+    synced_gpus: bool = False,         # sharded weights on several processes (see generate_completions)
 ) -> list[float]:                      # accuracy_reward of each completion, prompt-major (len = prompts × samples)
     "Generate for each prompt (greedily, or `samples` sampled completions) and score with `accuracy_reward`."
     dev = next(model.parameters()).device
     ids, pm = encode_prompts(tokenizer, list(prompts), max_prompt_length)
     ids, pm = ids.repeat_interleave(samples, 0).to(dev), pm.repeat_interleave(samples, 0).to(dev)
     cids, _, _ = generate_completions(model, tokenizer, ids, pm, max_new_tokens, do_sample=samples > 1,
-                                      temperature=temperature, engine=engine)
+                                      temperature=temperature, engine=engine, synced_gpus=synced_gpus)
     return accuracy_reward(tokenizer.batch_decode(cids, skip_special_tokens=True), [a for a in answers for _ in range(samples)])
 
 # %% ../nbs/api/09_trainer.ipynb #3ac16480
@@ -341,28 +353,38 @@ def evaluate(self: GRPOTrainer, dataset=None, max_samples: int | None = None, ba
     if ds is None or "answer" not in ds.column_names: return None
     n = min(len(ds), max_samples or self.args.eval_max_samples or len(ds))
     mine = list(range(acc.process_index, n, acc.num_processes))
+    if self._sharded_weights():    # generate is collective there: every process runs as many batches (padding rows: None)
+        mine += [None] * (-(-n // acc.num_processes) - len(mine))
     correct, model = 0.0, acc.unwrap_model(self.model)
     for i in range(0, len(mine), batch_size):
-        rows = [ds[k] for k in mine[i:i + batch_size]]
+        idx = mine[i:i + batch_size]
+        rows = [ds[0 if k is None else k] for k in idx]
         with acc.autocast():
-            correct += sum(answer_rewards(model, self.tokenizer, [r["prompt"] for r in rows], [r["answer"] for r in rows],
-                                          max_new_tokens or self.args.max_completion_length, self.args.max_prompt_length,
-                                          engine=self.rollout_engine))
-    tot = acc.reduce(torch.tensor([correct, float(len(mine))], device=acc.device), "sum")
+            r = answer_rewards(model, self.tokenizer, [r["prompt"] for r in rows], [r["answer"] for r in rows],
+                               max_new_tokens or self.args.max_completion_length, self.args.max_prompt_length,
+                               engine=self.rollout_engine, synced_gpus=self._synced_generate())
+        correct += sum(x for x, k in zip(r, idx) if k is not None)
+    tot = acc.reduce(torch.tensor([correct, float(sum(k is not None for k in mine))], device=acc.device), "sum")
     return {"accuracy": (tot[0] / tot[1].clamp(min=1)).item(), "n": int(tot[1].item())}
 GRPOTrainer.evaluate = evaluate
 
 # %% ../nbs/api/09_trainer.ipynb #661297ee
 def save(self: GRPOTrainer) -> Path:
-    "Save an atomic checkpoint of everything needed to continue exactly (main process writes)."
-    self.accelerator.wait_for_everyone()
+    "Save an atomic checkpoint of everything needed to continue exactly (main process renames it into place)."
+    acc, out, sharded = self.accelerator, self.args.output_dir, self._sharded_optimizer()
+    acc.wait_for_everyone()
     path, rngs = None, gather_object([rng_state()])         # every process's RNG: their streams differ after sampling
-    if self.accelerator.is_main_process:
-        state = {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(), "rng": rngs,
-                 "eval_before": self.eval_before, "health": {"fired": self.health.fired, "skipped": self.health.skipped_steps}}
-        path = save_checkpoint(self.args.output_dir, self.step, self.accelerator.unwrap_model(self.model), self.tokenizer,
-                               state, self.args.save_total_limit)
-    self.accelerator.wait_for_everyone()
+    weights = acc.get_state_dict(self.model) if sharded else None   # FSDP / ZeRO-3: full weights gathered to the main process
+    tmp = checkpoint_tmp(out, self.step, fresh=acc.is_main_process)
+    if sharded:                                            # every process writes its optimizer shard, the accelerate way
+        acc.wait_for_everyone(); acc.save_state(str(tmp / "sharded"))
+    if acc.is_main_process:
+        state = {"scheduler": self.scheduler.state_dict(), "rng": rngs, "eval_before": self.eval_before,
+                 "health": {"fired": self.health.fired, "skipped": self.health.skipped_steps},
+                 **({} if sharded else {"optimizer": self.optimizer.state_dict()})}
+        path = save_checkpoint(out, self.step, acc.unwrap_model(self.model), self.tokenizer, state,
+                               self.args.save_total_limit, model_state_dict=weights, tmp=tmp)
+    acc.wait_for_everyone()
     return path
 GRPOTrainer.save = save
 
@@ -381,12 +403,20 @@ def _resume(self: GRPOTrainer, path) -> int:
     if p is None or not (p / "trainer_state.pt").exists():
         raise GRPOEduError(f"resume_from_checkpoint={path!r}: no complete checkpoint there (a checkpoint folder holds "
                            f"trainer_state.pt). Pass a folder like {self.args.output_dir}/checkpoint-50, or 'latest'.")
-    from safetensors.torch import load_file
-    sd = {}
-    for f in sorted(p.glob("*.safetensors")): sd.update(load_file(str(f)))
-    self.accelerator.unwrap_model(self.model).load_state_dict(sd, strict=False)
-    st = load_trainer_state(p)
-    self.optimizer.load_state_dict(st["optimizer"]); self.scheduler.load_state_dict(st["scheduler"])
+    st, sharded = load_trainer_state(p), self._sharded_optimizer()
+    if sharded != ("optimizer" not in st):
+        raise GRPOEduError(f"resume_from_checkpoint={path!r}: that checkpoint was saved {'without' if sharded else 'with'} "
+                           f"FSDP / DeepSpeed, and this run is {'' if sharded else 'not '}sharded, so its optimizer state "
+                           f"does not fit. Resume with the accelerate config it was saved with, or start a new run from its "
+                           f"weights: --model_name_or_path {p}.")
+    if sharded: self.accelerator.load_state(str(p / "sharded"))     # weights and optimizer shards, every process
+    else:
+        from safetensors.torch import load_file
+        sd = {}
+        for f in sorted(p.glob("*.safetensors")): sd.update(load_file(str(f)))
+        self.accelerator.unwrap_model(self.model).load_state_dict(sd, strict=False)
+        self.optimizer.load_state_dict(st["optimizer"])
+    self.scheduler.load_state_dict(st["scheduler"])
     set_rng_state(_my_rng(st["rng"], self.accelerator)); self.eval_before = st.get("eval_before")
     self.health.fired, self.health.skipped_steps = st["health"]["fired"], st["health"]["skipped"]
     self.step = st["step"]
