@@ -38,7 +38,19 @@ def test_fsdp2_model_uses_hf_generate_and_full_logits():
 def _engine(dist_type, want="auto", zero=None):
     acc = SimpleNamespace(distributed_type=SimpleNamespace(name=dist_type),
                           state=SimpleNamespace(deepspeed_plugin=SimpleNamespace(zero_stage=zero) if zero else None))
-    return GRPOTrainer._rollout_engine(SimpleNamespace(accelerator=acc, args=GRPOConfig(rollout_engine=want)))
+    fake = SimpleNamespace(accelerator=acc, args=GRPOConfig(rollout_engine=want))
+    fake._sharded_weights = lambda: GRPOTrainer._sharded_weights(fake)
+    return GRPOTrainer._rollout_engine(fake)
+
+
+def test_sharded_weights_and_optimizer_per_distributed_type():
+    "Weights are sliced under FSDP and ZeRO-3; optimizer states under FSDP and every DeepSpeed stage (checkpoints)."
+    for kind, zero, weights, opt in [("NO", None, False, False), ("MULTI_GPU", None, False, False), ("FSDP", None, True, True),
+                                     ("DEEPSPEED", 2, False, True), ("DEEPSPEED", 3, True, True)]:
+        acc = SimpleNamespace(distributed_type=SimpleNamespace(name=kind),
+                              state=SimpleNamespace(deepspeed_plugin=SimpleNamespace(zero_stage=zero) if zero else None))
+        fake = SimpleNamespace(accelerator=acc)
+        assert GRPOTrainer._sharded_weights(fake) == weights and GRPOTrainer._sharded_optimizer(fake) == opt, kind
 
 
 def test_trainer_engine_choice_per_distributed_type():
