@@ -374,7 +374,7 @@ def save(self: GRPOTrainer) -> Path:
     acc, out, sharded = self.accelerator, self.args.output_dir, self._sharded_optimizer()
     acc.wait_for_everyone()
     path, rngs = None, gather_object([rng_state()])         # every process's RNG: their streams differ after sampling
-    weights = acc.get_state_dict(self.model) if sharded else None   # FSDP / ZeRO-3: full weights gathered to the main process
+    weights = acc.get_state_dict(self.model) if sharded else None   # FSDP / DeepSpeed: full weights on the main process
     tmp = checkpoint_tmp(out, self.step, fresh=acc.is_main_process)
     if sharded:                                            # every process writes its optimizer shard, the accelerate way
         acc.wait_for_everyone(); acc.save_state(str(tmp / "sharded"))

@@ -35,3 +35,21 @@ def run_cli(*args, cwd=None, timeout=600, env=None):
     e = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "2"), **(env or {})}
     return subprocess.run([sys.executable, "-m", "grpo_edu.cli", *map(str, args)], capture_output=True, text=True,
                           cwd=cwd, timeout=timeout, env=e)
+
+
+def torchrun(nproc: int = 2) -> list[str]:
+    "The torchrun command for `nproc` local processes on a free-ish port (what `accelerate launch --multi_gpu` runs)."
+    import shutil
+    exe = shutil.which("torchrun") or str(Path(sys.executable).with_name("torchrun"))
+    return [exe, "--nproc_per_node", str(nproc), "--master_addr", "127.0.0.1", "--master_port", str(30000 + os.getpid() % 2000)]
+
+
+def assert_same_logged(run_a, run_b, steps):
+    "metrics.jsonl of two run folders agree at `steps` on every metric except wall-clock times."
+    import json
+    rows = [{r["step"]: r for r in map(json.loads, (Path(d) / "metrics.jsonl").open())} for d in (run_a, run_b)]
+    for s in steps:
+        a, b = rows[0][s], rows[1][s]
+        keys = {k for k in a if not k.startswith("time/") and k != "step_time"}
+        assert {k: b[k] for k in keys} == {k: a[k] for k in keys}, s
+    return rows

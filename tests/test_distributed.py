@@ -3,6 +3,7 @@ import json, os, shutil, subprocess, sys
 from pathlib import Path
 import pytest
 import torch
+from conftest import assert_same_logged, run_cli, torchrun
 
 WORKER = Path(__file__).with_name("dist_worker.py")
 
@@ -17,11 +18,9 @@ def _run(cmd, tmp_path):
 # the mean of per-process token means (not the global token mean). dapo is the exact global token mean.
 @pytest.mark.parametrize("loss_type", ["grpo", "dapo", "dr_grpo"])
 def test_two_processes_equal_one(tmp_path, loss_type):
-    torchrun = shutil.which("torchrun") or str(Path(sys.executable).with_name("torchrun"))
     _run([sys.executable, str(WORKER), str(tmp_path / "one.json"), loss_type], tmp_path)
     # two CPU processes with the gloo backend; ACCELERATE_USE_CPU makes accelerate use them (MULTI_CPU)
-    _run([torchrun, "--nproc_per_node", "2", "--master_addr", "127.0.0.1", "--master_port", str(29500 + os.getpid() % 1000),
-          str(WORKER), str(tmp_path / "two.json"), loss_type], tmp_path)
+    _run(torchrun(2) + [str(WORKER), str(tmp_path / "two.json"), loss_type], tmp_path)
     one, two = (json.loads((tmp_path / f).read_text()) for f in ("one.json", "two.json"))
     for k in ("kl", "entropy"): assert two[k] == pytest.approx(one[k], rel=1e-5), k
     assert two["loss"] == pytest.approx(one["loss"], rel=1e-5, abs=1e-7)
@@ -33,25 +32,19 @@ def test_two_processes_equal_one(tmp_path, loss_type):
 
 def test_two_process_cli_resume_continues_exactly(tmp_path):
     "`grpo-edu train` on two processes: a run resumed from its step-3 checkpoint logs exactly what the full run logged."
-    torchrun = shutil.which("torchrun") or str(Path(sys.executable).with_name("torchrun"))
-    launch = [torchrun, "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
-              "--master_port", str(30500 + os.getpid() % 1000), "-m", "grpo_edu.cli", "train"]
+    launch = torchrun(2) + ["-m", "grpo_edu.cli", "train"]
     common = ["--max_steps", "6", "--save_steps", "3", "--logging_steps", "1", "--toy_warm_start_steps", "300",
               "--eval_dataset", "none"]
     _run(launch + common + ["--output_dir", str(tmp_path / "full")], tmp_path)
     (tmp_path / "part").mkdir()
     shutil.copytree(tmp_path / "full" / "checkpoint-3", tmp_path / "part" / "checkpoint-3")
     _run(launch + common + ["--output_dir", str(tmp_path / "part"), "--resume_from_checkpoint", "latest"], tmp_path)
-    rows = {d: {r["step"]: r for r in map(json.loads, (tmp_path / d / "metrics.jsonl").open())} for d in ("full", "part")}
-    assert sorted(rows["full"]) == [1, 2, 3, 4, 5, 6] and sorted(rows["part"]) == [4, 5, 6]
-    assert len({rows["full"][s]["completions/mean_length"] for s in (4, 5, 6)}) > 1   # sampling really ran
-    for s in (4, 5, 6):                       # every process restores its own RNG stream: sampling continues exactly
-        full, part = rows["full"][s], rows["part"][s]
-        same = {k for k in full if not k.startswith("time/") and k != "step_time"}
-        assert {k: part[k] for k in same} == {k: full[k] for k in same}, s
+    # every process restores its own RNG stream: sampling continues exactly
+    full, part = assert_same_logged(tmp_path / "full", tmp_path / "part", (4, 5, 6))
+    assert sorted(full) == [1, 2, 3, 4, 5, 6] and sorted(part) == [4, 5, 6]
+    assert len({full[s]["completions/mean_length"] for s in (4, 5, 6)}) > 1   # sampling really ran
     # one process resuming a two-process checkpoint: allowed, and it says what is not exact
-    r = subprocess.run([sys.executable, "-m", "grpo_edu.cli", "train", *common, "--max_steps", "4", "--output_dir",
-                        str(tmp_path / "part"), "--resume_from_checkpoint", str(tmp_path / "part" / "checkpoint-3")],
-                       capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=600, cwd=tmp_path)
+    r = run_cli("train", *common, "--max_steps", "4", "--output_dir", tmp_path / "part", "--resume_from_checkpoint",
+                tmp_path / "part" / "checkpoint-3", cwd=tmp_path, env={"OMP_NUM_THREADS": "1"})
     assert r.returncode == 0, r.stderr[-3000:]
     assert "saved by 2 process(es), resuming on 1" in r.stdout
