@@ -1,0 +1,87 @@
+"""The trainer under accelerate's DeepSpeed integration, ZeRO-2 and ZeRO-3, on two CPU processes (gloo): the same run as
+plain DDP, metric for metric, with gradient accumulation (the engine's boundary) and a sharded reference model (beta > 0);
+sharded checkpoints and an exact resume. See tests/deepspeed_shim.py for how DeepSpeed is turned on on CPU.
+Needs deepspeed (`DS_BUILD_OPS=0 pip install --no-build-isolation deepspeed`; .ci/run installs it), else it skips."""
+import json, os, shutil, subprocess
+from pathlib import Path
+import pytest
+from conftest import assert_same_logged, run_cli, torchrun
+
+pytest.importorskip("deepspeed", reason="deepspeed is not installed (DS_BUILD_OPS=0 pip install --no-build-isolation deepspeed)")
+SHIM = Path(__file__).with_name("deepspeed_shim.py")
+# GA = 2 micro-batches of 64 completions per step, so the engine must accumulate; beta > 0 brings in the reference model
+COMMON = ["--max_steps", "4", "--save_steps", "2", "--logging_steps", "1", "--toy_warm_start_steps", "300",
+          "--eval_max_samples", "33", "--per_device_train_batch_size", "64", "--gradient_accumulation_steps", "2",
+          "--beta", "0.04"]
+
+
+def _launch(out: Path, zero: int | None, *extra, zero3_init: bool = False, common=COMMON):
+    "torchrun 2 processes: plain DDP (zero=None) or DeepSpeed ZeRO-`zero` through the shim."
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "ACCELERATE_USE_CPU": "1", "DS_ACCELERATOR": "cpu"}
+    if zero is not None:
+        env.update(ACCELERATE_USE_DEEPSPEED="true", ACCELERATE_DEEPSPEED_ZERO_STAGE=str(zero), ACCELERATE_GRADIENT_CLIPPING="1.0",
+                   ACCELERATE_DEEPSPEED_ZERO3_INIT=str(zero3_init).lower())
+    cmd = torchrun(2) + ([str(SHIM)] if zero is not None else ["-m", "grpo_edu.cli"])
+    r = subprocess.run(cmd + ["train", *common, "--output_dir", str(out), *extra], capture_output=True, text=True, env=env,
+                       timeout=500, cwd=out.parent)
+    if r.returncode != 0 and "did not take the DeepSpeed state" in r.stderr:
+        pytest.skip("this accelerate version does not accept the DeepSpeed state on CPU (tests/deepspeed_shim.py)")
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-4000:]
+    if zero is not None: assert f"[deepspeed-shim] ZeRO-{zero} on 2 processes" in r.stdout
+    return r
+
+
+def _rows(out: Path) -> dict:
+    return {r["step"]: r for r in map(json.loads, (out / "metrics.jsonl").open())}
+
+
+@pytest.fixture(scope="module")
+def ddp(tmp_path_factory):
+    out = tmp_path_factory.mktemp("ds") / "ddp"
+    _launch(out, None)
+    return out
+
+
+def _assert_close_logged(run_a: Path, run_b: Path, steps: list):
+    "Same rollouts and rewards; loss, KL, grad norm equal up to the order of float sums."
+    a, b = _rows(run_a), _rows(run_b)
+    assert sorted(a) == sorted(b) == steps
+    for s in a:
+        keys = {k for k in a[s] if not k.startswith("time/") and k != "step_time"}
+        assert {k: b[s][k] for k in keys} == {k: pytest.approx(a[s][k], rel=1e-4, abs=1e-6) for k in keys}, s
+    return a
+
+
+@pytest.mark.parametrize("zero", [2, 3])
+def test_zero_trains_like_ddp(ddp, tmp_path, zero):
+    out = tmp_path / f"zero{zero}"
+    _launch(out, zero)
+    a = _assert_close_logged(ddp, out, [1, 2, 3, 4])
+    assert a[2]["kl"] > 0 and a[1]["grad_norm"] > 0          # the reference model and the gradients are really there
+    summ = [json.loads((d / "summary.json").read_text()) for d in (ddp, out)]
+    assert summ[1]["eval_after"] == summ[0]["eval_after"] and summ[1]["eval_after"]["n"] == 33   # 17 + 16 rows
+    ck = out / "checkpoint-2"
+    assert (ck / "model.safetensors").exists() and (ck / "sharded" / "latest").exists()       # full weights + ZeRO shards
+    from safetensors.torch import load_file
+    full, ours = load_file(str(ddp / "checkpoint-2" / "model.safetensors")), load_file(str(ck / "model.safetensors"))
+    assert all(ours[k].shape == full[k].shape and (ours[k] - full[k]).abs().max() < 1e-5 for k in full)   # not shards
+    if zero == 3:   # resume from the ZeRO-3 checkpoint: steps 3-4 and the final eval exactly as the full run
+        part = tmp_path / "part"; part.mkdir(); shutil.copytree(ck, part / "checkpoint-2")
+        _launch(part, zero, "--resume_from_checkpoint", "latest")
+        _, resumed = assert_same_logged(out, part, (3, 4))
+        assert sorted(resumed) == [3, 4]
+        assert json.loads((part / "summary.json").read_text())["eval_after"] == summ[1]["eval_after"]
+        r = run_cli("train", *COMMON, "--output_dir", part, "--resume_from_checkpoint", part / "checkpoint-2",
+                    cwd=tmp_path, env={"OMP_NUM_THREADS": "1"})
+        assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-3000:]
+        assert "saved with FSDP / DeepSpeed" in r.stderr and "--model_name_or_path" in r.stderr
+
+
+def test_zero3_init_loads_shards_and_its_own_reference(ddp, tmp_path):
+    "zero3_init_flag (configs/accelerate/zero3.yaml): from_pretrained loads ZeRO-3 shards, so π_ref is loaded again, not copied."
+    common = ["--max_steps", "2", *COMMON[2:], "--model_name_or_path", str(ddp / "checkpoint-2")]   # max_steps 2, a saved model
+    _launch(tmp_path / "plain", None, common=common)
+    r = _launch(tmp_path / "init", 3, zero3_init=True, common=common)
+    assert "[deepspeed-shim] policy loaded as shards: True" in r.stdout
+    a = _assert_close_logged(tmp_path / "plain", tmp_path / "init", [1, 2])
+    assert a[2]["kl"] > 0
