@@ -1,6 +1,7 @@
 """The trainer under accelerate's DeepSpeed integration, ZeRO-2 and ZeRO-3, on two CPU processes (gloo): the same run as
 plain DDP, metric for metric, with gradient accumulation (the engine's boundary) and a sharded reference model (beta > 0);
-sharded checkpoints and an exact resume. See tests/deepspeed_shim.py for how DeepSpeed is turned on on CPU.
+sharded checkpoints and an exact resume. The DeepSpeed settings are those `accelerate launch` derives from the repo's
+configs/accelerate/zero2.yaml and zero3.yaml; tests/deepspeed_shim.py says how DeepSpeed is turned on on CPU.
 Needs deepspeed (`DS_BUILD_OPS=0 pip install --no-build-isolation deepspeed`; .ci/run installs it), else it skips."""
 import json, os, shutil, subprocess
 from pathlib import Path
@@ -8,19 +9,28 @@ import pytest
 from conftest import assert_same_logged, run_cli, torchrun
 
 pytest.importorskip("deepspeed", reason="deepspeed is not installed (DS_BUILD_OPS=0 pip install --no-build-isolation deepspeed)")
-SHIM = Path(__file__).with_name("deepspeed_shim.py")
+SHIM, ROOT = Path(__file__).with_name("deepspeed_shim.py"), Path(__file__).resolve().parents[1]
 # GA = 2 micro-batches of 64 completions per step, so the engine must accumulate; beta > 0 brings in the reference model
 COMMON = ["--max_steps", "4", "--save_steps", "2", "--logging_steps", "1", "--toy_warm_start_steps", "300",
           "--eval_max_samples", "33", "--per_device_train_batch_size", "64", "--gradient_accumulation_steps", "2",
           "--beta", "0.04"]
 
 
-def _launch(out: Path, zero: int | None, *extra, zero3_init: bool = False, common=COMMON):
-    "torchrun 2 processes: plain DDP (zero=None) or DeepSpeed ZeRO-`zero` through the shim."
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "ACCELERATE_USE_CPU": "1", "DS_ACCELERATOR": "cpu"}
-    if zero is not None:
-        env.update(ACCELERATE_USE_DEEPSPEED="true", ACCELERATE_DEEPSPEED_ZERO_STAGE=str(zero), ACCELERATE_GRADIENT_CLIPPING="1.0",
-                   ACCELERATE_DEEPSPEED_ZERO3_INIT=str(zero3_init).lower())
+def _accelerate_env(config: str) -> dict:
+    "The ACCELERATE_* variables `accelerate launch --config_file configs/accelerate/CONFIG` sets, by accelerate's own code."
+    from accelerate.commands.launch import _validate_launch_command, launch_command_parser
+    from accelerate.utils.launch import prepare_deepspeed_cmd_env
+    args = launch_command_parser().parse_args(["--config_file", str(ROOT / "configs" / "accelerate" / config), "-m", "x"])
+    args, defaults, _ = _validate_launch_command(args)
+    args.deepspeed_fields_from_accelerate_config = ",".join(defaults.deepspeed_config)   # as accelerate's launch_command
+    _, env = prepare_deepspeed_cmd_env(args)
+    return {k: v for k, v in env.items() if k.startswith("ACCELERATE_")}
+
+
+def _launch(out: Path, zero: int | None, *extra, common=COMMON):
+    "torchrun 2 processes: plain DDP (zero=None), or DeepSpeed with configs/accelerate/zero{2,3}.yaml through the shim."
+    env = {**os.environ, **(_accelerate_env(f"zero{zero}.yaml") if zero else {}),
+           "OMP_NUM_THREADS": "1", "ACCELERATE_USE_CPU": "1", "DS_ACCELERATOR": "cpu"}
     cmd = torchrun(2) + ([str(SHIM)] if zero is not None else ["-m", "grpo_edu.cli"])
     r = subprocess.run(cmd + ["train", *common, "--output_dir", str(out), *extra], capture_output=True, text=True, env=env,
                        timeout=500, cwd=out.parent)
@@ -55,7 +65,8 @@ def _assert_close_logged(run_a: Path, run_b: Path, steps: list):
 @pytest.mark.parametrize("zero", [2, 3])
 def test_zero_trains_like_ddp(ddp, tmp_path, zero):
     out = tmp_path / f"zero{zero}"
-    _launch(out, zero)
+    r = _launch(out, zero)
+    assert "policy loaded as shards: False" in r.stdout      # the toy model is built, not loaded: π_ref is a copy
     a = _assert_close_logged(ddp, out, [1, 2, 3, 4])
     assert a[2]["kl"] > 0 and a[1]["grad_norm"] > 0          # the reference model and the gradients are really there
     summ = [json.loads((d / "summary.json").read_text()) for d in (ddp, out)]
@@ -78,10 +89,10 @@ def test_zero_trains_like_ddp(ddp, tmp_path, zero):
 
 
 def test_zero3_init_loads_shards_and_its_own_reference(ddp, tmp_path):
-    "zero3_init_flag (configs/accelerate/zero3.yaml): from_pretrained loads ZeRO-3 shards, so π_ref is loaded again, not copied."
+    "zero3_init_flag (zero3.yaml): from_pretrained loads the policy as ZeRO-3 shards, so π_ref is loaded again, not copied."
     common = ["--max_steps", "2", *COMMON[2:], "--model_name_or_path", str(ddp / "checkpoint-2")]   # max_steps 2, a saved model
     _launch(tmp_path / "plain", None, common=common)
-    r = _launch(tmp_path / "init", 3, zero3_init=True, common=common)
+    r = _launch(tmp_path / "init", 3, common=common)           # zero3.yaml sets zero3_init_flag: true
     assert "[deepspeed-shim] policy loaded as shards: True" in r.stdout
     a = _assert_close_logged(tmp_path / "plain", tmp_path / "init", [1, 2])
     assert a[2]["kl"] > 0
