@@ -44,6 +44,20 @@ def torchrun(nproc: int = 2) -> list[str]:
     return [exe, "--nproc_per_node", str(nproc), "--master_addr", "127.0.0.1", "--master_port", str(30000 + os.getpid() % 2000)]
 
 
+def accelerate_env(config: str) -> dict:
+    "The ACCELERATE_* / FSDP_* variables `accelerate launch --config_file configs/accelerate/CONFIG` sets (accelerate's code)."
+    from accelerate.commands.launch import _validate_launch_command, launch_command_parser
+    from accelerate.utils.launch import prepare_deepspeed_cmd_env, prepare_multi_gpu_env
+    args = launch_command_parser().parse_args(["--config_file", str(ROOT / "configs" / "accelerate" / config), "-m", "x"])
+    args, defaults, _ = _validate_launch_command(args)
+    if args.use_deepspeed:
+        args.deepspeed_fields_from_accelerate_config = ",".join(defaults.deepspeed_config)   # as accelerate's launch_command
+        env = prepare_deepspeed_cmd_env(args)[1]
+    else:
+        env = prepare_multi_gpu_env(args)
+    return {k: v for k, v in env.items() if k.startswith(("ACCELERATE_", "FSDP_"))}
+
+
 def assert_same_logged(run_a, run_b, steps):
     "metrics.jsonl of two run folders agree at `steps` on every metric except wall-clock times."
     import json
@@ -52,4 +66,16 @@ def assert_same_logged(run_a, run_b, steps):
         a, b = rows[0][s], rows[1][s]
         keys = {k for k in a if not k.startswith("time/") and k != "step_time"}
         assert {k: b[k] for k in keys} == {k: a[k] for k in keys}, s
+    return rows
+
+
+def assert_close_logged(run_a, run_b, steps):
+    "metrics.jsonl of two run folders log exactly `steps`, every metric equal up to the order of float sums (rel 1e-4)."
+    import json
+    rows = [{r["step"]: r for r in map(json.loads, (Path(d) / "metrics.jsonl").open())} for d in (run_a, run_b)]
+    assert sorted(rows[0]) == sorted(rows[1]) == list(steps)
+    for s in steps:     # same rollouts and rewards; loss, KL, grad norm as the sums' order allows
+        a, b = rows[0][s], rows[1][s]
+        keys = {k for k in a if not k.startswith("time/") and k != "step_time"}
+        assert {k: b[k] for k in keys} == {k: pytest.approx(a[k], rel=1e-4, abs=1e-6) for k in keys}, s
     return rows

@@ -1,8 +1,10 @@
 """`grpo-edu` under accelerate's FSDP2 on CPU (gloo), for tests/test_fsdp.py; run it with torchrun.
 
 accelerate only turns FSDP on for accelerators (on CPU it stays MULTI_CPU), so this shim sets the FSDP2 state right after
-the trainer builds its Accelerator. From there accelerate's own FSDP2 code runs for real: `prepare` shards the model with
-`fully_shard`, `get_state_dict` gathers full weights, `save_state`/`load_state` write and read the optimizer shards."""
+the trainer builds its Accelerator, with the plugin built from the FSDP_* variables that `accelerate launch --config_file
+configs/accelerate/fsdp.yaml` sets (the test passes them). From there accelerate's own FSDP2 code runs for real:
+`prepare` shards the model with `fully_shard`, `get_state_dict` gathers full weights, `save_state`/`load_state` write
+and read the optimizer shards."""
 import sys
 import grpo_edu.trainer as T
 from accelerate.state import PartialState
@@ -13,9 +15,7 @@ _Accelerator = T.Accelerator
 
 def fsdp2_accelerator(**kw):
     acc = _Accelerator(**kw)
-    acc.state.fsdp_plugin = FullyShardedDataParallelPlugin(   # as configs/accelerate/fsdp.yaml, for the toy's Qwen2 layers
-        fsdp_version=2, auto_wrap_policy="transformer_based_wrap", transformer_cls_names_to_wrap=["Qwen2DecoderLayer"],
-        state_dict_type="FULL_STATE_DICT", reshard_after_forward=True)
+    acc.state.fsdp_plugin = FullyShardedDataParallelPlugin()    # reads FSDP_VERSION, FSDP_AUTO_WRAP_POLICY, ... from the env
     PartialState().distributed_type = acc.state.distributed_type = DistributedType.FSDP
     if not acc.is_fsdp2 or acc.num_processes < 2:
         print("[fsdp-shim] accelerate did not take the FSDP2 state", file=sys.stderr); sys.exit(3)

@@ -6,30 +6,19 @@ Needs deepspeed (`DS_BUILD_OPS=0 pip install --no-build-isolation deepspeed`; .c
 import json, os, shutil, subprocess
 from pathlib import Path
 import pytest
-from conftest import assert_same_logged, run_cli, torchrun
+from conftest import accelerate_env, assert_close_logged, assert_same_logged, run_cli, torchrun
 
 pytest.importorskip("deepspeed", reason="deepspeed is not installed (DS_BUILD_OPS=0 pip install --no-build-isolation deepspeed)")
-SHIM, ROOT = Path(__file__).with_name("deepspeed_shim.py"), Path(__file__).resolve().parents[1]
+SHIM = Path(__file__).with_name("deepspeed_shim.py")
 # GA = 2 micro-batches of 64 completions per step, so the engine must accumulate; beta > 0 brings in the reference model
 COMMON = ["--max_steps", "4", "--save_steps", "2", "--logging_steps", "1", "--toy_warm_start_steps", "300",
           "--eval_max_samples", "33", "--per_device_train_batch_size", "64", "--gradient_accumulation_steps", "2",
           "--beta", "0.04"]
 
 
-def _accelerate_env(config: str) -> dict:
-    "The ACCELERATE_* variables `accelerate launch --config_file configs/accelerate/CONFIG` sets, by accelerate's own code."
-    from accelerate.commands.launch import _validate_launch_command, launch_command_parser
-    from accelerate.utils.launch import prepare_deepspeed_cmd_env
-    args = launch_command_parser().parse_args(["--config_file", str(ROOT / "configs" / "accelerate" / config), "-m", "x"])
-    args, defaults, _ = _validate_launch_command(args)
-    args.deepspeed_fields_from_accelerate_config = ",".join(defaults.deepspeed_config)   # as accelerate's launch_command
-    _, env = prepare_deepspeed_cmd_env(args)
-    return {k: v for k, v in env.items() if k.startswith("ACCELERATE_")}
-
-
 def _launch(out: Path, zero: int | None, *extra, common=COMMON):
     "torchrun 2 processes: plain DDP (zero=None), or DeepSpeed with configs/accelerate/zero{2,3}.yaml through the shim."
-    env = {**os.environ, **(_accelerate_env(f"zero{zero}.yaml") if zero else {}),
+    env = {**os.environ, **(accelerate_env(f"zero{zero}.yaml") if zero else {}),
            "OMP_NUM_THREADS": "1", "ACCELERATE_USE_CPU": "1", "DS_ACCELERATOR": "cpu"}
     cmd = torchrun(2) + ([str(SHIM)] if zero is not None else ["-m", "grpo_edu.cli"])
     r = subprocess.run(cmd + ["train", *common, "--output_dir", str(out), *extra], capture_output=True, text=True, env=env,
@@ -41,10 +30,6 @@ def _launch(out: Path, zero: int | None, *extra, common=COMMON):
     return r
 
 
-def _rows(out: Path) -> dict:
-    return {r["step"]: r for r in map(json.loads, (out / "metrics.jsonl").open())}
-
-
 @pytest.fixture(scope="module")
 def ddp(tmp_path_factory):
     out = tmp_path_factory.mktemp("ds") / "ddp"
@@ -52,22 +37,12 @@ def ddp(tmp_path_factory):
     return out
 
 
-def _assert_close_logged(run_a: Path, run_b: Path, steps: list):
-    "Same rollouts and rewards; loss, KL, grad norm equal up to the order of float sums."
-    a, b = _rows(run_a), _rows(run_b)
-    assert sorted(a) == sorted(b) == steps
-    for s in a:
-        keys = {k for k in a[s] if not k.startswith("time/") and k != "step_time"}
-        assert {k: b[s][k] for k in keys} == {k: pytest.approx(a[s][k], rel=1e-4, abs=1e-6) for k in keys}, s
-    return a
-
-
 @pytest.mark.parametrize("zero", [2, 3])
 def test_zero_trains_like_ddp(ddp, tmp_path, zero):
     out = tmp_path / f"zero{zero}"
     r = _launch(out, zero)
     assert "policy loaded as shards: False" in r.stdout      # the toy model is built, not loaded: π_ref is a copy
-    a = _assert_close_logged(ddp, out, [1, 2, 3, 4])
+    a, _ = assert_close_logged(ddp, out, [1, 2, 3, 4])
     assert a[2]["kl"] > 0 and a[1]["grad_norm"] > 0          # the reference model and the gradients are really there
     summ = [json.loads((d / "summary.json").read_text()) for d in (ddp, out)]
     assert summ[1]["eval_after"] == summ[0]["eval_after"] and summ[1]["eval_after"]["n"] == 33   # 17 + 16 rows
@@ -94,5 +69,5 @@ def test_zero3_init_loads_shards_and_its_own_reference(ddp, tmp_path):
     _launch(tmp_path / "plain", None, common=common)
     r = _launch(tmp_path / "init", 3, common=common)           # zero3.yaml sets zero3_init_flag: true
     assert "[deepspeed-shim] policy loaded as shards: True" in r.stdout
-    a = _assert_close_logged(tmp_path / "plain", tmp_path / "init", [1, 2])
+    a, _ = assert_close_logged(tmp_path / "plain", tmp_path / "init", [1, 2])
     assert a[2]["kl"] > 0
