@@ -4,12 +4,16 @@
 #   2. `grpo-edu bench` (grpo_edu before/after vs TRL's GRPOTrainer, same GPU, one process) -> benchmarks/results/;
 #   3. the notebooks' `#| cuda` cells, re-executed with their outputs saved for the docs;
 #   4. a smoke run of each one-GPU recipe in configs/ through the CLI (2 steps, random weights of the recipe's shape,
-#      since the Hub may be unreachable), each under a 24 GiB cap like an RTX 4090.
+#      since the Hub may be unreachable), each under a 24 GiB cap like an RTX 4090;
+#   5. the sharded launcher configs on one GPU: `accelerate launch --config_file configs/accelerate/{fsdp,zero2,zero3}.yaml
+#      --num_processes 1` on the 0.5B recipe (2 steps, a checkpoint at step 1, resumed for step 2); the DeepSpeed ones
+#      need `DS_BUILD_OPS=0 pip install --no-build-isolation deepspeed` and are skipped without it.
 # Needs ../shared/data (GSM8K + the Qwen2.5 tokenizer), trl and datasets (pip install -e ".[dev]"), and bitsandbytes for
-# the 1.5B recipe (8-bit AdamW). Steps can be picked: scripts/gpu-check.sh tests bench notebooks recipes (default: all).
+# the 1.5B recipe (8-bit AdamW). Steps can be picked: scripts/gpu-check.sh tests bench notebooks recipes sharded
+# (default: all).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-steps="${*:-tests bench notebooks recipes}"
+steps="${*:-tests bench notebooks recipes sharded}"
 python -c "import torch; assert torch.cuda.is_available(), 'no CUDA GPU visible'; print(torch.cuda.get_device_name(0))"
 if [[ " $steps " == *" tests "* ]]; then python -m pytest -q -m cuda tests; fi
 if [[ " $steps " == *" bench "* ]]; then grpo-edu bench --data_dir ../shared/data; fi
@@ -34,5 +38,19 @@ rc = main(["train", "--config", f"configs/qwen2.5-{shape}-gsm8k-1x4090.yaml", "-
 print(f"recipe {shape}: exit {rc}, peak {torch.cuda.max_memory_allocated() / 2**30:.2f} GiB of a 24 GiB cap")
 sys.exit(rc)
 PY
+  done
+fi
+if [[ " $steps " == *" sharded "* ]]; then
+  dir=/tmp/grpo-edu-random-0.5b
+  python -c "import torch; from grpo_edu.bench import random_model_dir; random_model_dir('0.5b', '../shared/data/qwen2.5-tokenizer', '$dir', torch.float32)"
+  for cfg in fsdp zero2 zero3; do
+    if [[ $cfg == zero* ]] && ! python -c "import deepspeed" 2>/dev/null; then echo "sharded $cfg: skipped (deepspeed is not installed)"; continue; fi
+    out=/tmp/grpo-edu-sharded-$cfg; rm -rf "$out"
+    run=(accelerate launch --config_file "configs/accelerate/$cfg.yaml" --num_processes 1 -m grpo_edu.cli train
+         --config configs/qwen2.5-0.5b-gsm8k-1x4090.yaml --model_name_or_path "$dir" --dataset_path ../shared/data/gsm8k
+         --eval_max_samples 64 --save_steps 1 --output_dir "$out")
+    "${run[@]}" --max_steps 1
+    "${run[@]}" --max_steps 2 --resume_from_checkpoint latest
+    echo "sharded $cfg: ok ($(tail -n 1 "$out/metrics.jsonl" | cut -c1-120))"
   done
 fi
