@@ -143,3 +143,49 @@ def test_release_memory_frees_the_cache_between_rollouts():
     tr.train()
     e = _ENGINES[model][16]
     assert e.kv is None and e.graphs == {}
+
+
+def test_cuda_graph_path_on_cpu_with_a_recording_stand_in(monkeypatch):
+    """StaticRollout's capture path (one graph per length bucket, warm-ups, replay) run on CPU with tests/fake_cuda_graph.py,
+    which replays the captured ops on the captured tensors as a CUDA graph does: HF's greedy tokens, again after in-place
+    weight updates (the graphs read the live weights, no recapture), the same bf16 tokens as the eager engine through the
+    refreshed bf16 copy. Two seeded bugs show the stand-in can fail: a rebound state tensor, and a host sync in the step."""
+    import fake_cuda_graph
+    from grpo_edu import rollout as R
+    fake_cuda_graph.install(monkeypatch)
+    model = qwen_like(300)
+    ids = torch.randint(2, 300, (4, 9)); pm = torch.ones_like(ids); ids[1, :3] = 0; pm[1, :3] = 0
+    class Tok: pad_token_id, eos_token_id = 0, 1
+    hf = lambda: generate_completions(model, Tok, ids, pm, 40, do_sample=False, engine="hf")[0]
+    eng = StaticRollout(model, 4, 64, cuda_graph=True)
+    graphed = lambda e=eng: e.generate(ids, pm, 40, Tok.eos_token_id, Tok.pad_token_id, do_sample=False)
+    for _ in range(2):
+        a, b = graphed(), hf()
+        assert torch.equal(a[:, :b.size(1)], b) and b.size(1) > 30           # long enough to cross length buckets
+        with torch.no_grad():
+            for p in model.parameters(): p.add_(torch.randn_like(p) * 0.05)
+    assert fake_cuda_graph.FakeCUDAGraph.captures == len(eng._buckets()) == 4   # captured once, replayed after updates
+    eager = StaticRollout(model, 4, 64, cuda_graph=False)
+    with torch.autocast("cpu", dtype=torch.bfloat16):                         # bf16: the engine reads a bf16 copy
+        for _ in range(2):
+            assert torch.equal(graphed(), eager.generate(ids, pm, 40, 1, 0, do_sample=False))
+            with torch.no_grad():
+                for p in model.parameters(): p.add_(torch.randn_like(p) * 0.05)
+    # seeded bug 1: the step rebinds its token tensor instead of writing into it: the graph keeps feeding a stale token
+    def rebinding_step(self, Lk):
+        self.valid.index_fill_(1, self.col, True)
+        logits = self._forward(self.tok[:, None], self.col.view(1, 1) - self.offset, self.col, self.valid[:, None, None, :Lk])
+        nxt = sample_token(logits, *self._sampling).masked_fill(self.done, self._pad)
+        self.out.index_copy_(1, self.step, nxt[:, None]); self.done |= (nxt[:, None] == self._eos).any(-1)
+        self.tok = nxt; self.col.add_(1); self.step.add_(1)
+    monkeypatch.setattr(R.StaticRollout, "_decode_step", rebinding_step)
+    b = hf()
+    assert torch.equal(StaticRollout(model, 4, 64, cuda_graph=False).generate(ids, pm, 40, 1, 0, do_sample=False)[:, :b.size(1)], b)
+    assert not torch.equal(graphed(StaticRollout(model, 4, 64, cuda_graph=True))[:, :b.size(1)], b)
+    # seeded bug 2: a host sync inside the step cannot be captured
+    def syncing_step(self, Lk):
+        if bool(self.done.all()): return
+        R._decode_step(self, Lk)
+    monkeypatch.setattr(R.StaticRollout, "_decode_step", syncing_step)
+    with pytest.raises(RuntimeError, match="host sync during CUDA graph capture"):
+        graphed(StaticRollout(model, 4, 64, cuda_graph=True))
