@@ -3,10 +3,10 @@ plain DDP, metric for metric, with gradient accumulation (the engine's boundary)
 sharded checkpoints and an exact resume. The DeepSpeed settings are those `accelerate launch` derives from the repo's
 configs/accelerate/zero2.yaml and zero3.yaml; tests/deepspeed_shim.py says how DeepSpeed is turned on on CPU.
 Needs deepspeed (`DS_BUILD_OPS=0 pip install --no-build-isolation deepspeed`; .ci/run installs it), else it skips."""
-import importlib.util, json, os, shutil, subprocess
+import importlib.util, json, shutil
 from pathlib import Path
 import pytest
-from conftest import accelerate_env, assert_close_logged, assert_same_logged, run_cli, torchrun
+from conftest import accelerate_env, assert_close_logged, assert_same_logged, run_cli, train_on_two
 
 if importlib.util.find_spec("deepspeed") is None:   # (not imported here: only the launched processes use it)
     pytest.skip("deepspeed is not installed (DS_BUILD_OPS=0 pip install --no-build-isolation deepspeed)", allow_module_level=True)
@@ -19,15 +19,10 @@ COMMON = ["--max_steps", "4", "--save_steps", "2", "--logging_steps", "1", "--to
 
 def _launch(out: Path, zero: int | None, *extra, common=COMMON):
     "torchrun 2 processes: plain DDP (zero=None), or DeepSpeed with configs/accelerate/zero{2,3}.yaml through the shim."
-    env = {**os.environ, **(accelerate_env(f"zero{zero}.yaml") if zero else {}),
-           "OMP_NUM_THREADS": "1", "ACCELERATE_USE_CPU": "1", "DS_ACCELERATOR": "cpu"}
-    cmd = torchrun(2) + ([str(SHIM)] if zero is not None else ["-m", "grpo_edu.cli"])
-    r = subprocess.run(cmd + ["train", *common, "--output_dir", str(out), *extra], capture_output=True, text=True, env=env,
-                       timeout=500, cwd=out.parent)
-    if r.returncode != 0 and "did not take the DeepSpeed state" in r.stderr:
-        pytest.skip("this accelerate version does not accept the DeepSpeed state on CPU (tests/deepspeed_shim.py)")
-    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-4000:]
-    if zero is not None: assert f"[deepspeed-shim] ZeRO-{zero} on 2 processes" in r.stdout
+    args = [*common, "--output_dir", out, *extra]
+    if zero is None: return train_on_two(args, out.parent, timeout=500)
+    r = train_on_two(args, out.parent, SHIM, {**accelerate_env(f"zero{zero}.yaml"), "DS_ACCELERATOR": "cpu"}, timeout=500)
+    assert f"[deepspeed-shim] ZeRO-{zero} on 2 processes" in r.stdout
     return r
 
 

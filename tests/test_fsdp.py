@@ -2,10 +2,10 @@
 configs/accelerate/fsdp.yaml` sets it up: training, collective generation, evaluation on an uneven split, atomic sharded
 checkpoints and an exact resume; and a saved model loaded the way fsdp.yaml loads it (cpu_ram_efficient_loading) with
 a reference model, against plain DDP. See tests/fsdp_shim.py for how FSDP is turned on on CPU."""
-import json, os, shutil, subprocess
+import json, shutil
 from pathlib import Path
 import pytest
-from conftest import accelerate_env, assert_close_logged, assert_same_logged, run_cli, torchrun
+from conftest import accelerate_env, assert_close_logged, assert_same_logged, run_cli, train_on_two
 
 SHIM = Path(__file__).with_name("fsdp_shim.py")
 COMMON = ["--max_steps", "4", "--save_steps", "2", "--logging_steps", "1", "--toy_warm_start_steps", "300",
@@ -14,13 +14,9 @@ COMMON = ["--max_steps", "4", "--save_steps", "2", "--logging_steps", "1", "--to
 
 def _launch(args, cwd, fsdp=True):
     "torchrun 2 processes: FSDP2 from configs/accelerate/fsdp.yaml through the shim, or plain DDP (fsdp=False)."
-    env = {**os.environ, **(accelerate_env("fsdp.yaml") if fsdp else {}), "OMP_NUM_THREADS": "1", "ACCELERATE_USE_CPU": "1"}
-    cmd = torchrun(2) + ([str(SHIM)] if fsdp else ["-m", "grpo_edu.cli"])
-    r = subprocess.run(cmd + ["train", *args], capture_output=True, text=True, env=env, timeout=400, cwd=cwd)
-    if r.returncode != 0 and "did not take the FSDP2 state" in r.stderr:
-        pytest.skip("this accelerate version does not accept the FSDP2 state on CPU (tests/fsdp_shim.py)")
-    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-4000:]
-    if fsdp: assert "[fsdp-shim] FSDP2 on 2 processes" in r.stdout
+    if not fsdp: return train_on_two(args, cwd)
+    r = train_on_two(args, cwd, SHIM, accelerate_env("fsdp.yaml"), timeout=400)
+    assert "[fsdp-shim] FSDP2 on 2 processes" in r.stdout
     return r
 
 

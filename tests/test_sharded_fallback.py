@@ -35,10 +35,14 @@ def test_fsdp2_model_uses_hf_generate_and_full_logits():
     assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stderr[-3000:]
 
 
+def _acc(dist_type, zero=None):
+    "An accelerator stand-in: its distributed type and, for DeepSpeed, the ZeRO stage."
+    return SimpleNamespace(distributed_type=SimpleNamespace(name=dist_type),
+                           state=SimpleNamespace(deepspeed_plugin=SimpleNamespace(zero_stage=zero) if zero else None))
+
+
 def _engine(dist_type, want="auto", zero=None):
-    acc = SimpleNamespace(distributed_type=SimpleNamespace(name=dist_type),
-                          state=SimpleNamespace(deepspeed_plugin=SimpleNamespace(zero_stage=zero) if zero else None))
-    fake = SimpleNamespace(accelerator=acc, args=GRPOConfig(rollout_engine=want))
+    fake = SimpleNamespace(accelerator=_acc(dist_type, zero), args=GRPOConfig(rollout_engine=want))
     fake._sharded_weights = lambda: GRPOTrainer._sharded_weights(fake)
     return GRPOTrainer._rollout_engine(fake)
 
@@ -47,9 +51,7 @@ def test_sharded_weights_and_optimizer_per_distributed_type():
     "Weights are sliced under FSDP and ZeRO-3; optimizer states under FSDP and every DeepSpeed stage (checkpoints)."
     for kind, zero, weights, opt in [("NO", None, False, False), ("MULTI_GPU", None, False, False), ("FSDP", None, True, True),
                                      ("DEEPSPEED", 2, False, True), ("DEEPSPEED", 3, True, True)]:
-        acc = SimpleNamespace(distributed_type=SimpleNamespace(name=kind),
-                              state=SimpleNamespace(deepspeed_plugin=SimpleNamespace(zero_stage=zero) if zero else None))
-        fake = SimpleNamespace(accelerator=acc)
+        fake = SimpleNamespace(accelerator=_acc(kind, zero))
         assert GRPOTrainer._sharded_weights(fake) == weights and GRPOTrainer._sharded_optimizer(fake) == opt, kind
 
 
