@@ -41,8 +41,8 @@ PY
   done
 fi
 if [[ " $steps " == *" sharded "* ]]; then
-  dir=/tmp/grpo-edu-random-0.5b
-  python -c "import torch; from grpo_edu.bench import random_model_dir; random_model_dir('0.5b', '../shared/data/qwen2.5-tokenizer', '$dir', torch.float32)"
+  dir=/tmp/grpo-edu-random-0.5b                            # the recipes step's model, when that step ran
+  [[ -f $dir/config.json ]] || python -c "import torch; from grpo_edu.bench import random_model_dir; random_model_dir('0.5b', '../shared/data/qwen2.5-tokenizer', '$dir', torch.float32)"
   for cfg in fsdp zero2 zero3; do
     if [[ $cfg == zero* ]] && ! python -c "import deepspeed" 2>/dev/null; then echo "sharded $cfg: skipped (deepspeed is not installed)"; continue; fi
     out=/tmp/grpo-edu-sharded-$cfg; rm -rf "$out"
