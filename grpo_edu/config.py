@@ -206,5 +206,5 @@ def load_config(path: str | None = None, overrides: dict | None = None, base: di
 # %% ../nbs/api/06_config.ipynb #8d2400c2
 TOY_RECIPE = dict(model_name_or_path="toy", dataset="toy", num_generations=8, per_device_train_batch_size=128,
                   max_completion_length=6, max_prompt_length=None, learning_rate=1e-4, beta=0.0, loss_type="dapo",
-                  max_steps=1000, warmup_ratio=0.0, lr_scheduler_type="constant", temperature=1.0, logging_steps=10,
-                  save_steps=250, output_dir="runs/toy", eval_dataset="auto", toy_warm_start_steps=1500, toy_warm_start_accuracy=0.2, seed=0)
+                  max_steps=3000, warmup_ratio=0.0, lr_scheduler_type="constant", temperature=1.0, logging_steps=10,
+                  save_steps=500, output_dir="runs/toy", eval_dataset="auto", toy_warm_start_steps=1500, toy_warm_start_accuracy=0.2, seed=0)

@@ -22,6 +22,16 @@ from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 # %% ../nbs/api/03_toy.ipynb #fffc9688
 TOY_CHARS = "0123456789+-*= "
 
+# %% ../nbs/api/03_toy.ipynb #bae0d776
+@torch.no_grad()
+def _seeded_init(model, seed: int):
+    "Qwen2's init — weights ~ N(0, initializer_range), biases 0, norms 1 — drawn in parameter order from a private generator."
+    g, std = torch.Generator().manual_seed(seed), model.config.initializer_range
+    for name, p in model.named_parameters():              # tied lm_head = embed_tokens: listed (and drawn) once
+        if name.endswith("norm.weight"): p.fill_(1.0)
+        elif name.endswith(".bias"): p.zero_()
+        else: p.normal_(0.0, std, generator=g)
+
 # %% ../nbs/api/03_toy.ipynb #ee3735f9
 def toy_tokenizer() -> PreTrainedTokenizerFast:
     "A character-level tokenizer over digits and `+-*= `, with `<pad>` and `<eos>`."
@@ -40,12 +50,12 @@ def toy_model(
     seed: int = 0,         # init seed
 ) -> Qwen2ForCausalLM:
     "A tiny randomly initialised Qwen2 causal LM sized for the toy vocabulary."
-    torch.manual_seed(seed)
     cfg = Qwen2Config(vocab_size=len(tokenizer), hidden_size=hidden_size, intermediate_size=4 * hidden_size,
                       num_hidden_layers=num_layers, num_attention_heads=4, num_key_value_heads=2,
                       max_position_embeddings=64, tie_word_embeddings=True, rope_theta=10_000.0,
                       pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id, bos_token_id=None)
     model = Qwen2ForCausalLM(cfg)
+    _seeded_init(model, seed)
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     return model

@@ -123,7 +123,8 @@ def test_nonfinite_gradient_skips_the_step(tmp_path):
     ds = Dataset.from_list([{"prompt": f"{i}+1=", "answer": str(i + 1)} for i in range(8)])
     args = GRPOConfig(output_dir=str(tmp_path), num_generations=4, per_device_train_batch_size=8, max_completion_length=3,
                       max_steps=2, learning_rate=1e-3, eval_dataset=None, logging_steps=1)
-    tr = GRPOTrainer(model, ["length"], args, ds, None, tok)
+    alternate = lambda completions, **kw: [float(i % 2) for i in range(len(completions))]   # every group has a signal
+    tr = GRPOTrainer(model, [alternate], args, ds, None, tok)
     real_update = tr._update
     def poisoned(batch):                                         # make the loss's gradient NaN for step 1 only
         if tr.step == 0:
