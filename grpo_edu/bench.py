@@ -15,7 +15,7 @@ Why random weights are a fair speed test: step time depends on shapes and comple
 weights know; random weights rarely emit EOS, so every completion runs to max_completion_length (the worst case,
 and the same for both trainers).
 """
-import datetime, json, platform, sys, time
+import datetime, json, platform, sys, time, warnings
 from pathlib import Path
 import torch
 from .memory import SHAPES
@@ -101,15 +101,17 @@ def bench_trl(model_dir: str, dataset, steps: int = 3, max_completion_length: in
     try: from trl import GRPOConfig as TRLConfig, GRPOTrainer as TRLTrainer
     except ImportError: return None
     cuda = torch.cuda.is_available()
-    args = TRLConfig(output_dir="/tmp/trl_bench", per_device_train_batch_size=batch, gradient_accumulation_steps=accum,
-                     num_generations=8, max_completion_length=max_completion_length, max_steps=steps + 1, logging_steps=1,
-                     report_to="none", beta=0.04, loss_type="grpo", bf16=cuda, use_cpu=not cuda, save_strategy="no",
-                     gradient_checkpointing=True,                  # TRL's default, as in the issue's baseline
-                     model_init_kwargs={"dtype": torch.bfloat16 if cuda else torch.float32})
-    _reset_peak()
-    tr = TRLTrainer(model=model_dir, args=args, train_dataset=dataset,
-                    reward_funcs=lambda completions, answer, **k: [float(a in str(c)) for c, a in zip(completions, answer)])
-    tr.train()
+    with warnings.catch_warnings():   # TRL 1.16 passes transformers' old name gradient_checkpointing, which 5.2x warns about
+        warnings.simplefilter("ignore", FutureWarning)
+        args = TRLConfig(output_dir="/tmp/trl_bench", per_device_train_batch_size=batch, gradient_accumulation_steps=accum,
+                         num_generations=8, max_completion_length=max_completion_length, max_steps=steps + 1, logging_steps=1,
+                         report_to="none", beta=0.04, loss_type="grpo", bf16=cuda, use_cpu=not cuda, save_strategy="no",
+                         gradient_checkpointing=True,                  # TRL's default, as in the issue's baseline
+                         model_init_kwargs={"dtype": torch.bfloat16 if cuda else torch.float32})
+        _reset_peak()
+        tr = TRLTrainer(model=model_dir, args=args, train_dataset=dataset,
+                        reward_funcs=lambda completions, answer, **k: [float(a in str(c)) for c, a in zip(completions, answer)])
+        tr.train()
     logs = [l for l in tr.state.log_history if "step_time" in l]
     out = {"step_s": [round(l["step_time"], 3) for l in logs][1:], "peak_gib": _peak_gib(),
            "mean_length": [l.get("completions/mean_length") for l in logs][1:]}

@@ -57,7 +57,7 @@ def entropy_from_logits(
 
 # %% ../nbs/05_logprobs.ipynb #0a234eb3
 def per_token_logps(
-    model,                          # a causal LM: model(input_ids, attention_mask, logits_to_keep=...) -> .logits
+    model,                          # a causal LM: model(input_ids, attention_mask, logits_to_keep=..., use_cache=False) -> .logits
     input_ids: torch.Tensor,        # (B, T) prompt ‖ completion token ids
     attention_mask: torch.Tensor,   # (B, T) 1 for real tokens, 0 for padding
     logits_to_keep: int,            # K: score the last K tokens (the completion)
@@ -75,12 +75,12 @@ def per_token_logps(
         targets = ids[:, -logits_to_keep:]                                            # (b, K) token t+1
         if head is not None:
             with _hidden_states_out(head):                                            # .logits holds h: (b, K+1, C)
-                h = model(input_ids=ids, attention_mask=am, logits_to_keep=logits_to_keep + 1).logits
+                h = model(input_ids=ids, attention_mask=am, logits_to_keep=logits_to_keep + 1, use_cache=False).logits
             lp, ent = chunked_head_logps(h[:, :-1, :][:, -logits_to_keep:], head.weight, head.bias, targets,
                                          temperature, chunk_size, compute_entropy)
             all_logps.append(lp); all_ent.append(ent)
             continue
-        logits = model(input_ids=ids, attention_mask=am, logits_to_keep=logits_to_keep + 1).logits  # (b, K+1, V)
+        logits = model(input_ids=ids, attention_mask=am, logits_to_keep=logits_to_keep + 1, use_cache=False).logits  # (b, K+1, V)
         logits = logits[:, :-1, :][:, -logits_to_keep:, :] / temperature              # (b, K, V): t predicts t+1
         all_logps.append(selective_log_softmax(logits, targets))                      # (b, K)
         if compute_entropy:

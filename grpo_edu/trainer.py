@@ -165,7 +165,8 @@ class GRPOTrainer:
             raise GRPOEduError(f"reward_weights has {len(args.reward_weights)} values but there are {len(funcs)} reward functions.")
         self.reward_weights = torch.tensor(args.reward_weights or [1.0] * len(funcs), dtype=torch.float32)
         self.train_dataset, self.eval_dataset = self._check_dataset(train_dataset, "train_dataset"), eval_dataset
-        if args.gradient_checkpointing: model.gradient_checkpointing_enable()
+        if args.gradient_checkpointing:                    # transformers 5.2x renamed it; the old name warns on every run
+            (getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable)()
         self.ref_model = _reference_copy(model, model_id, args.torch_dtype) if args.beta > 0 else None
         opt = make_optimizer(model, args)
         self.prompts_per_process = args.per_device_train_batch_size * args.gradient_accumulation_steps // args.num_generations
