@@ -21,6 +21,7 @@ if [[ " $steps " == *" notebooks "* ]]; then
   for nb in nbs/api/05_rollout.ipynb nbs/09_training.ipynb nbs/10_speed.ipynb nbs/11_memory.ipynb; do
     nbdev-test "$nb" --flags cuda --save
   done
+  python scripts/collapse-progress.py nbs/api/05_rollout.ipynb nbs/09_training.ipynb nbs/10_speed.ipynb nbs/11_memory.ipynb
   nbdev-clean
 fi
 if [[ " $steps " == *" recipes "* ]]; then

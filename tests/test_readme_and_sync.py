@@ -30,3 +30,12 @@ def test_library_matches_notebooks(tmp_path):
     for py in sorted((ROOT / "grpo_edu").glob("*.py")):
         assert filecmp.cmp(py, tmp_path / "grpo_edu" / py.name, shallow=False), f"{py.name} differs from what the notebooks export"
     assert sorted(p.name for p in (tmp_path / "grpo_edu").glob("*.py")) == sorted(p.name for p in (ROOT / "grpo_edu").glob("*.py"))
+
+
+def test_saved_outputs_hold_no_progress_bar_updates():
+    "Saved outputs keep each progress bar's last line, not every carriage-return update (scripts/collapse-progress.py)."
+    import nbformat
+    for path in sorted((ROOT / "nbs").rglob("*.ipynb")):
+        for cell in nbformat.read(path, as_version=4).cells:
+            for out in cell.get("outputs", []):
+                assert not (out.get("output_type") == "stream" and "\r" in out.text), f"{path.name}: run scripts/collapse-progress.py"
