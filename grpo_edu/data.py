@@ -15,7 +15,7 @@ passed to the reward functions as keyword arguments (TRL's convention).
 Why the GSM8K `answer` column holds only the final number: the reward compares numbers, and the worked solution
 must never reach the prompt.
 """
-import csv, json
+import csv, json, os
 from pathlib import Path
 from datasets import Dataset, load_dataset
 from .errors import GRPOEduError
@@ -98,6 +98,8 @@ def prompt_dataset(path) -> Dataset:
 # %% ../nbs/api/04_data.ipynb #b7e3166c
 def find_shared_data(start=None) -> Path | None:
     "The `shared/data` folder beside this checkout (real GSM8K, Qwen2.5 tokenizer and config), or None when absent."
+    if env := os.environ.get("GRPO_EDU_DATA"):                  # an explicit folder wins, and must hold gsm8k/
+        return Path(env) if (Path(env) / "gsm8k").is_dir() else None
     start = Path(start or Path.cwd()).resolve()
     for p in (start, *start.parents):
         if (p / "shared" / "data" / "gsm8k").is_dir(): return p / "shared" / "data"

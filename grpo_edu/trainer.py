@@ -184,9 +184,16 @@ class GRPOTrainer:
         self.health, self.eval_before = HealthMonitor(), None
 
     def _place_ref_model(self, ref):
-        "π_ref on this process's device; under DeepSpeed ZeRO-3 sharded like the policy (as TRL's prepare_deepspeed)."
+        "π_ref on this process's device, process 0's copy on every process; under ZeRO-3 sharded like the policy (as TRL)."
         acc = self.accelerator
-        if not (self._sharded_weights() and acc.distributed_type.name == "DEEPSPEED"): return ref.to(acc.device)
+        if not (self._sharded_weights() and acc.distributed_type.name == "DEEPSPEED"):
+            ref = ref.to(acc.device)
+            if acc.num_processes > 1:
+                # π_ref must hold process 0's weights everywhere: FSDP's cpu_ram_efficient_loading loads real weights on
+                # process 0 only (zeros elsewhere, on transformers 5.17 for one), and prepare() broadcasts the policy's
+                # weights, not this copy's, which was taken before prepare.
+                for t in (*ref.parameters(), *ref.buffers()): torch.distributed.broadcast(t.data, src=0)
+            return ref
         import deepspeed
         cfg = copy.deepcopy(acc.state.deepspeed_plugin.deepspeed_config)   # inference only: no optimizer, no scheduler
         for k in ("optimizer", "scheduler"): cfg.pop(k, None)

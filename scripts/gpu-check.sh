@@ -8,15 +8,19 @@
 #   5. the sharded launcher configs on one GPU: `accelerate launch --config_file configs/accelerate/{fsdp,zero2,zero3}.yaml
 #      --num_processes 1` on the 0.5B recipe (2 steps, a checkpoint at step 1, resumed for step 2); the DeepSpeed ones
 #      need `DS_BUILD_OPS=0 pip install --no-build-isolation deepspeed` and are skipped without it.
-# Needs ../shared/data (GSM8K + the Qwen2.5 tokenizer), trl and datasets (pip install -e ".[dev]"), and bitsandbytes for
-# the 1.5B recipe (8-bit AdamW). Steps can be picked: scripts/gpu-check.sh tests bench notebooks recipes sharded
-# (default: all).
+# Needs the data folder (GSM8K + the Qwen2.5 tokenizer: $GRPO_EDU_DATA, else shared/data in or beside this checkout)
+# and the dev extras (pip install -e ".[dev]": trl, nbdev, bitsandbytes for the 1.5B recipe's 8-bit AdamW). grpo_edu
+# itself runs from this checkout (PYTHONPATH), so an offline GPU machine needs no install of it. Steps can be picked:
+# scripts/gpu-check.sh tests bench notebooks recipes sharded (default: all). Before any GPU work a preflight checks the
+# GPU, the data folder and each picked step's packages, and stops with the list of what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 steps="${*:-tests bench notebooks recipes sharded}"
-python -c "import torch; assert torch.cuda.is_available(), 'no CUDA GPU visible'; print(torch.cuda.get_device_name(0))"
+DATA="$(python scripts/gpu-preflight.py $steps)"        # prints the data folder, or exits with what is missing
+export GRPO_EDU_DATA="$DATA"
 if [[ " $steps " == *" tests "* ]]; then python -m pytest -q -m cuda tests; fi
-if [[ " $steps " == *" bench "* ]]; then grpo-edu bench --data_dir ../shared/data; fi
+if [[ " $steps " == *" bench "* ]]; then python -m grpo_edu.cli bench --data_dir "$DATA"; fi
 if [[ " $steps " == *" notebooks "* ]]; then
   for nb in nbs/api/05_rollout.ipynb nbs/09_training.ipynb nbs/10_speed.ipynb nbs/11_memory.ipynb; do
     nbdev-test "$nb" --flags cuda --save
@@ -27,14 +31,14 @@ fi
 if [[ " $steps " == *" recipes "* ]]; then
   for shape in 0.5b 1.5b; do
     dir=/tmp/grpo-edu-random-$shape
-    python -c "import torch; from grpo_edu.bench import random_model_dir; random_model_dir('$shape', '../shared/data/qwen2.5-tokenizer', '$dir', torch.float32)"
-    PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True python - "$shape" "$dir" <<'PY'
+    python -c "import torch; from grpo_edu.bench import random_model_dir; random_model_dir('$shape', '$DATA/qwen2.5-tokenizer', '$dir', torch.float32)"
+    PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True python - "$shape" "$dir" "$DATA" <<'PY'
 import sys, torch
 torch.cuda.set_per_process_memory_fraction(min(1.0, 24 * 2**30 / torch.cuda.get_device_properties(0).total_memory))
 from grpo_edu.cli import main
-shape, model_dir = sys.argv[1], sys.argv[2]
+shape, model_dir, data = sys.argv[1], sys.argv[2], sys.argv[3]
 rc = main(["train", "--config", f"configs/qwen2.5-{shape}-gsm8k-1x4090.yaml", "--model_name_or_path", model_dir,
-           "--dataset_path", "../shared/data/gsm8k", "--max_steps", "2", "--eval_max_samples", "64", "--save_steps", "0",
+           "--dataset_path", f"{data}/gsm8k", "--max_steps", "2", "--eval_max_samples", "64", "--save_steps", "0",
            "--output_dir", f"/tmp/grpo-edu-recipe-{shape}"])
 print(f"recipe {shape}: exit {rc}, peak {torch.cuda.max_memory_allocated() / 2**30:.2f} GiB of a 24 GiB cap")
 sys.exit(rc)
@@ -43,12 +47,12 @@ PY
 fi
 if [[ " $steps " == *" sharded "* ]]; then
   dir=/tmp/grpo-edu-random-0.5b                            # the recipes step's model, when that step ran
-  [[ -f $dir/config.json ]] || python -c "import torch; from grpo_edu.bench import random_model_dir; random_model_dir('0.5b', '../shared/data/qwen2.5-tokenizer', '$dir', torch.float32)"
+  [[ -f $dir/config.json ]] || python -c "import torch; from grpo_edu.bench import random_model_dir; random_model_dir('0.5b', '$DATA/qwen2.5-tokenizer', '$dir', torch.float32)"
   for cfg in fsdp zero2 zero3; do
     if [[ $cfg == zero* ]] && ! python -c "import deepspeed" 2>/dev/null; then echo "sharded $cfg: skipped (deepspeed is not installed)"; continue; fi
     out=/tmp/grpo-edu-sharded-$cfg; rm -rf "$out"
     run=(accelerate launch --config_file "configs/accelerate/$cfg.yaml" --num_processes 1 -m grpo_edu.cli train
-         --config configs/qwen2.5-0.5b-gsm8k-1x4090.yaml --model_name_or_path "$dir" --dataset_path ../shared/data/gsm8k
+         --config configs/qwen2.5-0.5b-gsm8k-1x4090.yaml --model_name_or_path "$dir" --dataset_path "$DATA/gsm8k"
          --eval_max_samples 64 --save_steps 1 --output_dir "$out")
     "${run[@]}" --max_steps 1
     "${run[@]}" --max_steps 2 --resume_from_checkpoint latest

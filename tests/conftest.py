@@ -3,9 +3,11 @@ skipping `cuda`-marked tests where there is no GPU."""
 import os, sys
 from pathlib import Path
 import pytest
+from grpo_edu.data import find_shared_data
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared" / "data"
+# The same lookup as the notebooks: $GRPO_EDU_DATA, else shared/data in or beside the checkout.
+SHARED = find_shared_data(ROOT) or ROOT.parent / "shared" / "data"
 
 
 def pytest_addoption(parser):
@@ -25,7 +27,8 @@ def pytest_collection_modifyitems(config, items):
 def shared():
     "../shared/data, or skip: these tests read the real GSM8K files and the Qwen2.5 tokenizer kept beside the checkout."
     if not (SHARED / "gsm8k" / "test.jsonl").exists():
-        pytest.skip(f"{SHARED} is absent: the real GSM8K / Qwen2.5 files live in ../shared beside the checkout")
+        pytest.skip(f"{SHARED} is absent: the real GSM8K / Qwen2.5 files live in ../shared beside the checkout "
+                    "(or in the folder $GRPO_EDU_DATA names)")
     return SHARED
 
 

@@ -37,6 +37,13 @@ class FakeCUDAGraph:
     def __init__(self): self.ops = []
 
     def replay(self):
+        # The recorded ops are what ran below autocast (its casts are recorded as ops of their own), and a real graph
+        # replays kernels, not ops: so replay with autocast off, or an op that ran in float32 inside an autocast-disabled
+        # region at capture (transformers 5.17's RoPE matmul) would be cast to bf16 again here.
+        with torch.autocast("cpu", enabled=False):                 # (the stand-in runs on CPU only)
+            self._replay()
+
+    def _replay(self):
         for func, args, kwargs, out in self.ops:
             new = func(*args, **kwargs)
             for o, n in zip(tree_flatten(out)[0], tree_flatten(new)[0]):
