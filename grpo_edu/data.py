@@ -99,7 +99,7 @@ def prompt_dataset(path) -> Dataset:
 def find_shared_data(start=None) -> Path | None:
     "The `shared/data` folder beside this checkout (real GSM8K, Qwen2.5 tokenizer and config), or None when absent."
     if env := os.environ.get("GRPO_EDU_DATA"):                  # an explicit folder wins, and must hold gsm8k/
-        return Path(env) if (Path(env) / "gsm8k").is_dir() else None
+        return Path(env).resolve() if (Path(env) / "gsm8k").is_dir() else None
     start = Path(start or Path.cwd()).resolve()
     for p in (start, *start.parents):
         if (p / "shared" / "data" / "gsm8k").is_dir(): return p / "shared" / "data"
