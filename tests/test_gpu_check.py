@@ -1,11 +1,10 @@
 """scripts/gpu-check.sh's preflight: it must stop before any GPU work, with one paragraph naming what is missing (a step,
 a package, the GPU, the data folder), and otherwise hand the data folder to the steps."""
-import importlib.util, os, subprocess, sys
-from pathlib import Path
+import importlib.util, subprocess
 import pytest
 import torch
+from conftest import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 spec = importlib.util.spec_from_file_location("gpu_preflight", ROOT / "scripts" / "gpu-preflight.py")
 pre = importlib.util.module_from_spec(spec); spec.loader.exec_module(pre)
 
