@@ -1,6 +1,7 @@
 """scripts/gpu-check.sh's preflight: it must stop before any GPU work, with one paragraph naming what is missing (a step,
-a package, the GPU, the data folder), and otherwise hand the data folder to the steps."""
-import importlib.util, subprocess
+a package, the GPU, the data folder), and otherwise hand the data folder to the steps. Also the two scripts around it
+for an offline GPU machine: gpu-pack.sh (packs wheels and data here) and gpu-device.sh (runs there, brings results back)."""
+import importlib.util, os, re, subprocess
 import pytest
 import torch
 from conftest import ROOT
@@ -45,3 +46,32 @@ def test_data_folder_comes_from_grpo_edu_data(monkeypatch, capsys, tmp_path):
     assert pre.main(["sharded"]) == 0
     out = capsys.readouterr()
     assert out.out.strip() == str(tmp_path) and "Fake GPU" in out.err
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks what comes back where there is no GPU")
+def test_device_wrapper_brings_the_log_back_and_keeps_the_status(tmp_path):
+    out, whl = tmp_path / "out", tmp_path / "whl"; out.mkdir(); whl.mkdir()     # no wheels: nothing to install
+    r = subprocess.run(["bash", "scripts/gpu-device.sh", "tests", "bench"], cwd=ROOT, capture_output=True, text=True,
+                       timeout=120, env={**os.environ, "OUT": str(out), "GPU_WHEELS": str(whl)})
+    assert r.returncode == 2                                 # gpu-check's status, not tee's
+    assert sorted(p.name for p in out.iterdir()) == ["log"]  # no results were written, so only the log comes back
+    assert "no CUDA GPU is visible" in (out / "log").read_text()
+    r = subprocess.run(["bash", "scripts/gpu-device.sh"], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                       env={k: v for k, v in os.environ.items() if k != "OUT"})
+    assert r.returncode != 0 and "OUT is not set" in r.stderr
+
+
+def test_pack_refuses_a_missing_data_folder_before_downloading(tmp_path):
+    r = subprocess.run(["bash", "scripts/gpu-pack.sh"], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "GRPO_EDU_DATA": str(tmp_path / "nowhere")})
+    assert r.returncode == 2 and "no data folder with gsm8k/ and qwen2.5-tokenizer/" in r.stderr
+
+
+def test_wheel_list_pins_each_package_once_and_covers_the_steps():
+    pins = [l for l in (ROOT / "scripts" / "gpu-wheels.txt").read_text().splitlines() if l and not l.startswith("#")]
+    names = [p.split("==")[0] for p in pins]
+    assert all(re.fullmatch(r"[a-z0-9-]+==[0-9][0-9.]*", p) for p in pins), pins   # exact pins: one version each
+    assert len(set(names)) == len(names)
+    assert {"trl", "datasets", "nbdev", "execnb", "bitsandbytes", "deepspeed"} <= set(names)  # not in the GPU image
+    trl_dev = re.search(r'"trl==([0-9.]+)\.\*"', (ROOT / "pyproject.toml").read_text()).group(1)
+    assert dict(p.split("==") for p in pins)["trl"].startswith(trl_dev + ".")        # the TRL the oracle tests use
