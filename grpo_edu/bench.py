@@ -6,7 +6,7 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/bench.html.md"""
 
 # %% auto #0
 __all__ = ['BENCH_SHAPES', 'PHASES', 'BEFORE', 'GPU_SPECS', 'random_model_dir', 'generate_tok_s', 'bench_ours', 'bench_trl',
-           'run_bench', 'project_phases']
+           'write_record', 'run_bench', 'project_phases']
 
 # %% ../nbs/api/12_bench.ipynb #465122f5
 """The benchmark behind the README's speed claims: grpo_edu vs TRL on the same GPU, same config, one process.
@@ -118,6 +118,24 @@ def bench_trl(model_dir: str, dataset, steps: int = 3, max_completion_length: in
     del tr; _reset_peak()
     return out
 
+# %% ../nbs/api/12_bench.ipynb #b1870379
+def write_record(
+    rec: dict,     # a benchmark record: gpu, date, command, config, versions, results (one row per model shape)
+    out_dir: str,  # folder for `<gpu>-<date>.json`
+) -> Path:
+    "Write `rec` atomically to `<out_dir>/<gpu>-<date>.json`, keeping that file's rows for other shapes when the config matches."
+    out = Path(out_dir); out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{rec['gpu'].replace(' ', '_').replace('/', '_')}-{rec['date']}.json"
+    if path.exists():
+        old = json.loads(path.read_text())
+        if (old.get("config"), old.get("versions")) == (rec["config"], rec["versions"]):  # comparable: one table
+            mine = {r["model"] for r in rec["results"]}
+            cmds = [c for c in old["command"].split("; ") if c != rec["command"]] + [rec["command"]]
+            rec = {**rec, "command": "; ".join(cmds), "results": [r for r in old["results"] if r["model"] not in mine] + rec["results"]}
+        else: path = path.with_name(f"{path.stem}-{datetime.datetime.now():%H%M%S}.json")   # never overwrite another config
+    tmp = path.with_suffix(".tmp"); tmp.write_text(json.dumps(rec, indent=1)); tmp.replace(path)
+    return path
+
 # %% ../nbs/api/12_bench.ipynb #da58ee54
 def run_bench(
     shapes=("0.5b", "1.5b"),          # model shapes (random weights)
@@ -131,7 +149,7 @@ def run_bench(
     before: bool = True,              # also run grpo_edu without its speed/memory work (HF generate, full logits)
     ours_overrides: dict | None = None, # GRPOConfig fields for grpo_edu's run (e.g. rollout_compile=True)
 ) -> dict:
-    "Run the benchmark for each shape, print a table, write `<out_dir>/<gpu>-<date>.json`; return the record."
+    "Run the benchmark for each shape, print a table, write `<out_dir>/<gpu>-<date>.json` after each; return the record."
     from grpo_edu.data import gsm8k_dataset
     ds = gsm8k_dataset("train", Path(data_dir) / "gsm8k").select(range(512))
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else f"cpu-{platform.machine()}"
@@ -166,9 +184,8 @@ def run_bench(
                     "ours_before_phases_s": old["phases"] if old else None, "ours_before_peak_gib": old["peak_gib"] if old else None})
         rec["results"].append(row)
         print(json.dumps(row), flush=True)
-    out = Path(out_dir); out.mkdir(parents=True, exist_ok=True)
-    path = out / f"{gpu.replace(' ', '_').replace('/', '_')}-{rec['date']}.json"
-    path.write_text(json.dumps(rec, indent=1)); rec["path"] = str(path)
+        path = write_record(rec, out_dir)                            # after each shape: a cut-short run keeps what it did
+    rec = {**json.loads(path.read_text()), "path": str(path)}        # with rows for other shapes from earlier calls
     print(f"{'model':<8}{'ours s/step':>12}{'TRL s/step':>12}{'speedup':>9}{'rollout tok/s':>15}{'HF tok/s':>10}{'ours GiB':>10}{'TRL GiB':>9}")
     for r in rec["results"]:
         print(f"{r['model']:<8}{r['ours_step_s']!s:>12}{r['trl_step_s']!s:>12}{r['step_speedup_vs_trl']!s:>9}{r['rollout_tok_s']!s:>15}"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Everything in this repo that needs a GPU, in one go, from the repo root:
 #   1. the `cuda`-marked tests (the CUDA-graph engine vs HF generate, before and after in-place weight updates);
-#   2. `grpo-edu bench` (grpo_edu before/after vs TRL's GRPOTrainer, same GPU, one process) -> benchmarks/results/;
+#   2. `grpo-edu bench` (grpo_edu before/after vs TRL's GRPOTrainer, same GPU, one process) -> benchmarks/results/
+#      (both shapes; BENCH_SHAPES=1.5b picks one: a later call's shape joins the same day's file);
 #   3. the notebooks' `#| cuda` cells, re-executed with their outputs saved for the docs;
 #   4. a smoke run of each one-GPU recipe in configs/ through the CLI (2 steps, random weights of the recipe's shape,
 #      since the Hub may be unreachable), each under a 24 GiB cap like an RTX 4090;
@@ -20,7 +21,7 @@ steps="${*:-tests bench notebooks recipes sharded}"
 DATA="$(python scripts/gpu-preflight.py $steps)"        # prints the data folder, or exits with what is missing
 export GRPO_EDU_DATA="$DATA"
 if [[ " $steps " == *" tests "* ]]; then python -m pytest -q -m cuda tests; fi
-if [[ " $steps " == *" bench "* ]]; then python -m grpo_edu.cli bench --data_dir "$DATA"; fi
+if [[ " $steps " == *" bench "* ]]; then python -m grpo_edu.cli bench --data_dir "$DATA" --shapes "${BENCH_SHAPES:-0.5b,1.5b}"; fi
 if [[ " $steps " == *" notebooks "* ]]; then
   for nb in nbs/api/05_rollout.ipynb nbs/09_training.ipynb nbs/10_speed.ipynb nbs/11_memory.ipynb; do
     nbdev-test "$nb" --flags cuda --save
