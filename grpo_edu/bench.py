@@ -148,8 +148,9 @@ def run_bench(
     accum: int = 4,                   # micro-batches per step (the baseline: 4, so 64 completions = 8 prompts × 8)
     before: bool = True,              # also run grpo_edu without its speed/memory work (HF generate, full logits)
     ours_overrides: dict | None = None, # GRPOConfig fields for grpo_edu's run (e.g. rollout_compile=True)
+    compiled: bool = True,            # also time the engine with torch.compile (minutes of compiling on a GPU; last)
 ) -> dict:
-    "Run the benchmark for each shape, print a table, write `<out_dir>/<gpu>-<date>.json` after each; return the record."
+    "Run the benchmark for each shape, print a table, keep `<out_dir>/<gpu>-<date>.json` up to date; return the record."
     from grpo_edu.data import gsm8k_dataset
     ds = gsm8k_dataset("train", Path(data_dir) / "gsm8k").select(range(512))
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else f"cpu-{platform.machine()}"
@@ -165,26 +166,29 @@ def run_bench(
     prompts = [r["prompt"] for r in ds.select(range(8))]
     mean = lambda xs: round(sum(xs) / len(xs), 3) if xs else None
     ratio = lambda a, b: round(a / b, 2) if a and b else None
+    keys = ("ours_step_s", "trl_step_s", "step_speedup_vs_trl", "rollout_tok_s", "hf_generate_tok_s", "rollout_speedup_vs_hf",
+            "ours_peak_gib", "trl_peak_gib", "ours_step_times", "trl_step_times", "ours_phases_s", "rollout_compiled_tok_s",
+            "ours_before_step_s", "ours_before_phases_s", "ours_before_peak_gib")
+    n_new = min(256, max_completion_length)
     for shape in shapes:
         mdir = random_model_dir(shape, str(Path(data_dir) / "qwen2.5-tokenizer"), f"/tmp/grpo_edu_bench_{shape}")
+        row = {"model": shape, **dict.fromkeys(keys)}; rec["results"].append(row)
+        def save(**kw):   # the record is rewritten after each measurement: a run cut short keeps what it measured
+            row.update(kw); row.update(step_speedup_vs_trl=ratio(row["trl_step_s"], row["ours_step_s"]),
+                                       rollout_speedup_vs_hf=ratio(row["rollout_tok_s"], row["hf_generate_tok_s"]))
+            return write_record(rec, out_dir)
         ours = bench_ours(mdir, ds, steps, max_completion_length, batch, accum, **(ours_overrides or {}))
-        old = bench_ours(mdir, ds, steps, max_completion_length, batch, accum, **BEFORE) if before else None
-        theirs = bench_trl(mdir, ds, steps, max_completion_length, batch, accum) if trl else None
-        n_new = min(256, max_completion_length)
-        row = {"model": shape, "ours_step_s": mean(ours["step_s"]), "trl_step_s": mean(theirs["step_s"]) if theirs else None,
-               "rollout_tok_s": round(generate_tok_s(mdir, prompts, n_new, 64, "static")),
-               "hf_generate_tok_s": round(generate_tok_s(mdir, prompts, n_new, 64, "hf")),
-               "ours_peak_gib": ours["peak_gib"], "trl_peak_gib": theirs["peak_gib"] if theirs else None}
-        compiled = generate_tok_s(mdir, prompts, n_new, 64, "static-compiled")
-        row.update({"rollout_compiled_tok_s": round(compiled) if compiled else None,
-                    "step_speedup_vs_trl": ratio(row["trl_step_s"], row["ours_step_s"]),
-                    "rollout_speedup_vs_hf": ratio(row["rollout_tok_s"], row["hf_generate_tok_s"]),
-                    "ours_step_times": ours["step_s"], "trl_step_times": theirs["step_s"] if theirs else None,
-                    "ours_phases_s": ours["phases"], "ours_before_step_s": mean(old["step_s"]) if old else None,
-                    "ours_before_phases_s": old["phases"] if old else None, "ours_before_peak_gib": old["peak_gib"] if old else None})
-        rec["results"].append(row)
+        save(ours_step_s=mean(ours["step_s"]), ours_step_times=ours["step_s"], ours_peak_gib=ours["peak_gib"], ours_phases_s=ours["phases"])
+        if trl and (theirs := bench_trl(mdir, ds, steps, max_completion_length, batch, accum)):
+            save(trl_step_s=mean(theirs["step_s"]), trl_step_times=theirs["step_s"], trl_peak_gib=theirs["peak_gib"])
+        save(rollout_tok_s=round(generate_tok_s(mdir, prompts, n_new, 64, "static")))
+        save(hf_generate_tok_s=round(generate_tok_s(mdir, prompts, n_new, 64, "hf")))
+        if before:
+            old = bench_ours(mdir, ds, steps, max_completion_length, batch, accum, **BEFORE)
+            save(ours_before_step_s=mean(old["step_s"]), ours_before_phases_s=old["phases"], ours_before_peak_gib=old["peak_gib"])
+        if compiled and (c := generate_tok_s(mdir, prompts, n_new, 64, "static-compiled")): save(rollout_compiled_tok_s=round(c))
+        path = save()
         print(json.dumps(row), flush=True)
-        path = write_record(rec, out_dir)                            # after each shape: a cut-short run keeps what it did
     rec = {**json.loads(path.read_text()), "path": str(path)}        # with rows for other shapes from earlier calls
     print(f"{'model':<8}{'ours s/step':>12}{'TRL s/step':>12}{'speedup':>9}{'rollout tok/s':>15}{'HF tok/s':>10}{'ours GiB':>10}{'TRL GiB':>9}")
     for r in rec["results"]:

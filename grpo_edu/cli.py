@@ -139,12 +139,13 @@ def cmd_memory(argv: list[str]) -> int:
 
 # %% ../nbs/api/10_cli.ipynb #bb9cfc88
 def cmd_bench(argv: list[str]) -> int:
-    "grpo-edu bench [--shapes 0.5b,1.5b] [--steps 3] [--max_completion_length 512] [--data_dir DIR] [--no_trl] [--no_before]"
+    "grpo-edu bench [--shapes 0.5b,1.5b] [--steps 3] [--max_completion_length 512] [--data_dir DIR] [--no_trl] [--no_before] [--no_compiled]"
     p = argparse.ArgumentParser(prog="grpo-edu bench", description="grpo_edu vs TRL GRPOTrainer, same GPU, same config.")
     p.add_argument("--shapes", default="0.5b,1.5b"); p.add_argument("--steps", type=int, default=3)
     p.add_argument("--max_completion_length", type=int, default=512); p.add_argument("--data_dir", default="../shared/data")
     p.add_argument("--out_dir", default="benchmarks/results"); p.add_argument("--no_trl", action="store_true")
     p.add_argument("--no_before", action="store_true", help="skip grpo_edu without its speed/memory work (the before/after data)")
+    p.add_argument("--no_compiled", action="store_true", help="skip timing the torch.compile'd engine (its compiling takes minutes)")
     p.add_argument("--ours", default="", help="GRPOConfig overrides for grpo_edu's run, e.g. rollout_compile=true,rollout_release_memory=true")
     p.add_argument("--per_device_train_batch_size", type=int, default=16); p.add_argument("--gradient_accumulation_steps", type=int, default=4)
     a = p.parse_args(argv)
@@ -158,7 +159,7 @@ def cmd_bench(argv: list[str]) -> int:
     ours = {k: getattr(config_from_dict(ours, "--ours"), k) for k in ours}          # checked and typed like --field value
     run_bench(tuple(a.shapes.split(",")), a.data_dir, a.steps, a.max_completion_length, a.out_dir, trl=not a.no_trl,
               batch=a.per_device_train_batch_size, accum=a.gradient_accumulation_steps, before=not a.no_before,
-              ours_overrides=ours)
+              ours_overrides=ours, compiled=not a.no_compiled)
     return 0
 
 # %% ../nbs/api/10_cli.ipynb #86973689

@@ -31,3 +31,22 @@ def test_bench_bad_override(shared, tmp_path):
 def test_bench_needs_data(tmp_path):
     r = run_cli("bench", "--data_dir", tmp_path, timeout=120)
     assert r.returncode == 2 and "must hold gsm8k/" in r.stderr
+
+
+def test_bench_cut_short_keeps_what_it_measured(shared, tmp_path, monkeypatch):
+    "A run stopped mid-shape (Ctrl-C, or a time limit on a borrowed GPU) leaves a file with the measurements made so far."
+    import pytest
+    import grpo_edu.bench as b
+    fake = lambda *a, **kw: {"step_s": [2.0, 4.0], "peak_gib": 1.5, "mean_length": [8, 8], "phases": {"rollout": 1.0}}
+    monkeypatch.setattr(b, "random_model_dir", lambda *a, **kw: "unused")
+    monkeypatch.setattr(b, "bench_ours", fake)
+    monkeypatch.setattr(b, "bench_trl", lambda *a, **kw: {**fake(), "step_s": [9.0, 9.0]})
+    def tok_s(mdir, prompts, n, batch, engine):
+        if engine == "hf": raise KeyboardInterrupt                      # stopped while timing HF generate
+        return 1000.0
+    monkeypatch.setattr(b, "generate_tok_s", tok_s)
+    with pytest.raises(KeyboardInterrupt): b.run_bench(("0.5b",), str(shared), out_dir=str(tmp_path))
+    [f] = tmp_path.glob("*.json")
+    row = json.loads(f.read_text())["results"][0]
+    assert (row["ours_step_s"], row["trl_step_s"], row["step_speedup_vs_trl"], row["rollout_tok_s"]) == (3.0, 9.0, 3.0, 1000)
+    assert row["hf_generate_tok_s"] is None and row["rollout_speedup_vs_hf"] is None and row["ours_before_step_s"] is None
