@@ -264,6 +264,9 @@ StaticRollout._buckets = _buckets
 def _graph(self: StaticRollout, key) -> dict:
     "The decode step for these settings, one per length bucket: compiled if asked, captured as CUDA graphs on CUDA."
     if key in self.graphs: return self.graphs[key]
+    if self.compile:   # dynamo compiles one function at most 8 times by default, then silently runs it eager; a run
+        dyn = torch._dynamo.config   # needs 4 buckets × (sampled, greedy eval) × engine sizes, so allow more
+        dyn.recompile_limit = max(dyn.recompile_limit, 64)
     fn = torch.compile(self._decode_step, dynamic=False) if self.compile else self._decode_step
     amp = torch.is_autocast_enabled(self.dev.type)
     adt = torch.get_autocast_dtype(self.dev.type) if amp else None

@@ -189,3 +189,25 @@ def test_cuda_graph_path_on_cpu_with_a_recording_stand_in(monkeypatch):
     monkeypatch.setattr(R.StaticRollout, "_decode_step", syncing_step)
     with pytest.raises(RuntimeError, match="host sync during CUDA graph capture"):
         graphed(StaticRollout(model, 4, 64, cuda_graph=True))
+
+
+def test_compiled_engine_never_falls_back_to_eager(monkeypatch):
+    """rollout_compile=True over a run: sampled rollouts, greedy evals and a second engine size each compile the length
+    buckets they reach (3 of 4 here: 9 compiles of one function, more than dynamo's default limit of 8, past which it
+    would silently run the step eager). Traced with dynamo's eager backend: the test checks compiles, not inductor."""
+    import torch._dynamo as dynamo
+    real_compile = torch.compile
+    monkeypatch.setattr(torch, "compile", lambda fn, **kw: real_compile(fn, backend="eager", **kw))
+    monkeypatch.setattr(dynamo.config, "recompile_limit", 8)                 # the default, whatever ran before
+    model = qwen_like(300)
+    class Tok: pad_token_id, eos_token_id = 0, 1
+    ids = torch.randint(2, 300, (8, 9)); pm = torch.ones_like(ids)
+    dynamo.reset(); dynamo.utils.counters.clear()
+    for do_sample in (True, False):                                          # training rollouts, then a greedy eval
+        generate_completions(model, Tok, ids, pm, 40, do_sample=do_sample, engine="static", compile=True)
+    ids16, pm16 = ids.repeat(2, 1), pm.repeat(2, 1)                          # a second engine (16 rows)
+    a = generate_completions(model, Tok, ids16, pm16, 40, do_sample=False, engine="static", compile=True)
+    b = generate_completions(model, Tok, ids16, pm16, 40, do_sample=False, engine="hf")
+    assert torch.equal(a[0][:, :b[0].size(1)], b[0])
+    assert dynamo.utils.counters["stats"]["unique_graphs"] == 9              # 3 settings × 3 buckets, each compiled once
+    assert not dynamo.utils.counters["unimplemented"], list(dynamo.utils.counters["unimplemented"])[:1]
