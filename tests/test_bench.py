@@ -15,7 +15,7 @@ def test_bench_smoke(shared, tmp_path):
     assert rec["gpu"] and "torch" in rec["versions"] and row["model"] == "tiny"
     assert rec["config"]["ours_overrides"] == {"rollout_release_memory": True}
     for k in ("ours_step_s", "trl_step_s", "rollout_tok_s", "hf_generate_tok_s", "ours_before_step_s"): assert row[k] and row[k] > 0, k
-    assert "ours_peak_gib" in row and "trl_peak_gib" in row
+    assert "ours_peak_gib" in row and "trl_peak_gib" in row and row["ours_planner_gib"] > 0
     assert row["rollout_compiled_tok_s"] is None                        # compiled engine: GPU only
     assert row["step_speedup_vs_trl"] == round(row["trl_step_s"] / row["ours_step_s"], 2)
     for phases in (row["ours_phases_s"], row["ours_before_phases_s"]):
@@ -40,6 +40,7 @@ def test_bench_cut_short_keeps_what_it_measured(shared, tmp_path, monkeypatch):
     fake = lambda *a, **kw: {"step_s": [2.0, 4.0], "peak_gib": 1.5, "mean_length": [8, 8], "phases": {"rollout": 1.0}}
     monkeypatch.setattr(b, "random_model_dir", lambda *a, **kw: "unused")
     monkeypatch.setattr(b, "bench_ours", fake)
+    monkeypatch.setattr(b, "planner_gib", lambda *a, **kw: 1.4)
     monkeypatch.setattr(b, "bench_trl", lambda *a, **kw: {**fake(), "step_s": [9.0, 9.0]})
     def tok_s(mdir, prompts, n, batch, engine):
         if engine == "hf": raise KeyboardInterrupt                      # stopped while timing HF generate
@@ -49,4 +50,24 @@ def test_bench_cut_short_keeps_what_it_measured(shared, tmp_path, monkeypatch):
     [f] = tmp_path.glob("*.json")
     row = json.loads(f.read_text())["results"][0]
     assert (row["ours_step_s"], row["trl_step_s"], row["step_speedup_vs_trl"], row["rollout_tok_s"]) == (3.0, 9.0, 3.0, 1000)
+    assert row["ours_planner_gib"] == 1.4
     assert row["hf_generate_tok_s"] is None and row["rollout_speedup_vs_hf"] is None and row["ours_before_step_s"] is None
+
+
+def test_planner_column_uses_the_runs_config_and_longest_prompt(shared, tmp_path):
+    "ours_planner_gib: the planner on bench_args' config with the prompt width of the longest GSM8K prompt sampled."
+    from dataclasses import asdict
+    from transformers import AutoTokenizer
+    from grpo_edu.bench import bench_args, planner_gib, random_model_dir
+    from grpo_edu.data import gsm8k_dataset
+    from grpo_edu.memory import estimate_memory
+    mdir = random_model_dir("tiny", str(shared / "qwen2.5-tokenizer"), str(tmp_path / "m"))
+    ds = gsm8k_dataset("train", shared / "gsm8k").select(range(64))
+    tok = AutoTokenizer.from_pretrained(mdir)
+    texts = [tok.apply_chat_template(r["prompt"], add_generation_prompt=True, tokenize=False) for r in ds]
+    width = max(len(tok(t, add_special_tokens=False)["input_ids"]) for t in texts)
+    assert 100 < width < 512                                                 # real prompts: far below the 512 cap
+    args = bench_args(3, 512, 16, 4, optim="adamw_torch")
+    got = planner_gib(mdir, ds, args)
+    assert got == round(estimate_memory(mdir, **{**asdict(args), "max_prompt_length": width})["total"], 2)
+    assert got < estimate_memory(mdir, **asdict(args))["total"]             # the 512 cap would overestimate
