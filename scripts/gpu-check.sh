@@ -41,7 +41,12 @@ shape, model_dir, data = sys.argv[1], sys.argv[2], sys.argv[3]
 rc = main(["train", "--config", f"configs/qwen2.5-{shape}-gsm8k-1x4090.yaml", "--model_name_or_path", model_dir,
            "--dataset_path", f"{data}/gsm8k", "--max_steps", "2", "--eval_max_samples", "64", "--save_steps", "0",
            "--output_dir", f"/tmp/grpo-edu-recipe-{shape}"])
-print(f"recipe {shape}: exit {rc}, peak {torch.cuda.max_memory_allocated() / 2**30:.2f} GiB of a 24 GiB cap")
+from grpo_edu.bench import planner_gib                  # the planner, with the longest GSM8K prompt as the width
+from grpo_edu.config import load_config
+from grpo_edu.data import gsm8k_dataset
+est = planner_gib(model_dir, gsm8k_dataset("train", f"{data}/gsm8k"), load_config(f"configs/qwen2.5-{shape}-gsm8k-1x4090.yaml"))
+print(f"recipe {shape}: exit {rc}, peak {torch.cuda.max_memory_allocated() / 2**30:.2f} GiB of a 24 GiB cap "
+      f"(planner: {est:.2f} GiB)")
 sys.exit(rc)
 PY
   done
