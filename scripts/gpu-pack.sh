@@ -26,4 +26,11 @@ n=$(grep -cv '^#\|^$' scripts/gpu-wheels.txt); have=$(ls .whl/*.whl | wc -l)
 mib=$(( ($(git ls-files -z | du -cb --files0-from=- | tail -n1 | cut -f1) + $(du -sb .whl | cut -f1) + $(du -sb shared | cut -f1)) / 1048576 ))
 echo "gpu-pack: $have wheels in .whl/, data in shared/data; about $mib MiB will travel (limit 64)."
 (( mib < 64 )) || { echo "gpu-pack: over the device's 64 MiB limit; drop what the picked steps do not need." >&2; exit 2; }
-echo 'device run: carry [".whl"], command "bash scripts/gpu-device.sh tests bench" (then "notebooks", then "recipes sharded")'
+cat <<'EOF'
+device runs, each with carry [".whl"] (every call stops itself at 570 s and brings back what it wrote):
+  1. BENCH_SHAPES=0.5b bash scripts/gpu-device.sh tests bench
+  2. BENCH_SHAPES=1.5b bash scripts/gpu-device.sh bench
+  3. copy the benchmark JSON that came back into benchmarks/results/ here (10_speed reads it), then
+     bash scripts/gpu-device.sh notebooks
+  4. bash scripts/gpu-device.sh recipes sharded
+EOF
