@@ -124,15 +124,20 @@ def bench_trl(model_dir: str, dataset, steps: int = 3, max_completion_length: in
     return out
 
 # %% ../nbs/api/12_bench.ipynb #c7496b6b
-def planner_gib(model_dir: str, dataset, args) -> float:
+def planner_gib(
+    model,                # anything `estimate_memory` takes (a model folder also supplies the tokenizer)
+    dataset,              # the rows the run samples prompts from
+    args,                 # the run's GRPOConfig
+    tokenizer=None,       # None: loaded from `model`
+) -> float:
     "`grpo-edu memory`'s estimate (GiB) for the run `args` describes, with the longest prompt in `dataset` as the prompt width."
     from dataclasses import asdict
     from transformers import AutoTokenizer
     from grpo_edu.memory import estimate_memory
     from grpo_edu.rollout import encode_prompts
-    tok = AutoTokenizer.from_pretrained(model_dir)
+    tok = tokenizer or AutoTokenizer.from_pretrained(model)
     width = encode_prompts(tok, [r["prompt"] for r in dataset], args.max_prompt_length)[0].size(1)   # (N, P): P
-    return round(estimate_memory(model_dir, **{**asdict(args), "max_prompt_length": width})["total"], 2)
+    return round(estimate_memory(model, **{**asdict(args), "max_prompt_length": width})["total"], 2)
 
 # %% ../nbs/api/12_bench.ipynb #b1870379
 def write_record(
