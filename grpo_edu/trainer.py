@@ -447,6 +447,19 @@ def _my_rng(saved, acc) -> dict:
               f"optimizer, scheduler and step are restored exactly, but sampling continues from different random streams.")
     return saved[acc.process_index % len(saved)]
 
+def _load_weights(model, sd: dict, path) -> None:
+    "Load a checkpoint's tensors into `model`, refusing ones saved from another model (a tied lm_head is saved once)."
+    own, saved = dict(model.named_parameters()), set(sd)           # named_parameters lists a tied weight once
+    missing, unexpected = sorted(set(own) - saved), sorted(saved - set(model.state_dict()))
+    reshaped = [f"{k} {tuple(sd[k].shape)} vs {tuple(own[k].shape)}" for k in sorted(saved & set(own)) if sd[k].shape != own[k].shape]
+    if missing or unexpected or reshaped:
+        said = [f"{len(v)} {what}, e.g. {v[0]}" for what, v in (("tensors missing", missing), ("unexpected tensors", unexpected),
+                                                                 ("tensors of another shape (saved vs this model)", reshaped)) if v]
+        raise GRPOEduError(f"resume_from_checkpoint={path!r}: its weights are not this model's ({'; '.join(said)}). "
+                           f"Resume with the model_name_or_path the run was started with, or start a new run from those "
+                           f"weights with --model_name_or_path pointing at the checkpoint folder.")
+    model.load_state_dict(sd, strict=False)                         # strict=False: only the tied copy is absent
+
 def _resume(self: GRPOTrainer, path) -> int:
     "Load a checkpoint's weights, optimizer, scheduler, RNG and step; return the step."
     p = latest_checkpoint(self.args.output_dir) if str(path) == "latest" else Path(path)
@@ -464,8 +477,12 @@ def _resume(self: GRPOTrainer, path) -> int:
         from safetensors.torch import load_file
         sd = {}
         for f in sorted(p.glob("*.safetensors")): sd.update(load_file(str(f)))
-        self.accelerator.unwrap_model(self.model).load_state_dict(sd, strict=False)
-        self.optimizer.load_state_dict(st["optimizer"])
+        _load_weights(self.accelerator.unwrap_model(self.model), sd, path)
+        try: self.optimizer.load_state_dict(st["optimizer"])
+        except (ValueError, KeyError, RuntimeError) as e:
+            raise GRPOEduError(f"resume_from_checkpoint={path!r}: its optimizer state does not fit this run's optimizer "
+                               f"({str(e).splitlines()[0][:160]}). Resume with the `optim` the run was started with, or "
+                               f"start a new run from its weights: --model_name_or_path {p}.") from None
     self.scheduler.load_state_dict(st["scheduler"])
     set_rng_state(_my_rng(st["rng"], self.accelerator)); self.eval_before = st.get("eval_before")
     self.health.fired, self.health.skipped_steps = st["health"]["fired"], st["health"]["skipped"]

@@ -101,6 +101,18 @@ def test_resume_from_missing_checkpoint_is_clear(tmp_path):
     assert r.returncode == 2 and "no complete checkpoint there" in r.stderr
 
 
+def test_resume_from_another_models_checkpoint_is_clear(uninterrupted, tmp_path):
+    "A checkpoint whose weights do not fit the model (here: one layer's tensors gone) is refused, not half-loaded."
+    import shutil
+    from safetensors.torch import load_file, save_file
+    ck = tmp_path / "checkpoint-3"; shutil.copytree(uninterrupted / "checkpoint-3", ck)
+    sd = load_file(str(ck / "model.safetensors"))
+    save_file({k: v for k, v in sd.items() if ".layers.1." not in k}, str(ck / "model.safetensors"), metadata={"format": "pt"})
+    r = run_cli("train", *SMALL, "--output_dir", tmp_path / "run", "--resume_from_checkpoint", ck)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert "its weights are not this model's" in r.stderr and "tensors missing, e.g. model.layers.1." in r.stderr
+
+
 def test_eval_command_on_a_checkpoint(uninterrupted, tmp_path):
     "grpo-edu eval: greedy pass@1 with a 95% interval, and sampled pass@k, on a saved checkpoint."
     out = tmp_path / "eval.json"
