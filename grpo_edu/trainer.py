@@ -429,7 +429,7 @@ def save(self: GRPOTrainer) -> Path:
     if sharded:                                            # every process writes its optimizer shard, the accelerate way
         acc.wait_for_everyone(); acc.save_state(str(tmp / "sharded"))
     if acc.is_main_process:
-        state = {"scheduler": self.scheduler.state_dict(), "rng": rngs, "eval_before": self.eval_before,
+        state = {"scheduler": self.scheduler.state_dict(), "rng": rngs, "eval_before": self.eval_before, "optim": self.args.optim,
                  "health": {"fired": self.health.fired, "skipped": self.health.skipped_steps},
                  **({} if sharded else {"optimizer": self.optimizer.state_dict()})}
         path = save_checkpoint(out, self.step, acc.unwrap_model(self.model), self.tokenizer, state,
@@ -472,17 +472,17 @@ def _resume(self: GRPOTrainer, path) -> int:
                            f"FSDP / DeepSpeed, and this run is {'' if sharded else 'not '}sharded, so its optimizer state "
                            f"does not fit. Resume with the accelerate config it was saved with, or start a new run from its "
                            f"weights: --model_name_or_path {p}.")
+    if st.get("optim", self.args.optim) != self.args.optim:     # AdamW's and 8-bit AdamW's states have other keys
+        raise GRPOEduError(f"resume_from_checkpoint={path!r}: that checkpoint holds the state of optim={st['optim']}, and this "
+                           f"run uses optim={self.args.optim}. Resume with --optim {st['optim']}, or start a new run from its "
+                           f"weights: --model_name_or_path {p}.")
     if sharded: self.accelerator.load_state(str(p / "sharded"))     # weights and optimizer shards, every process
     else:
         from safetensors.torch import load_file
         sd = {}
         for f in sorted(p.glob("*.safetensors")): sd.update(load_file(str(f)))
         _load_weights(self.accelerator.unwrap_model(self.model), sd, path)
-        try: self.optimizer.load_state_dict(st["optimizer"])
-        except (ValueError, KeyError, RuntimeError) as e:
-            raise GRPOEduError(f"resume_from_checkpoint={path!r}: its optimizer state does not fit this run's optimizer "
-                               f"({str(e).splitlines()[0][:160]}). Resume with the `optim` the run was started with, or "
-                               f"start a new run from its weights: --model_name_or_path {p}.") from None
+        self.optimizer.load_state_dict(st["optimizer"])
     self.scheduler.load_state_dict(st["scheduler"])
     set_rng_state(_my_rng(st["rng"], self.accelerator)); self.eval_before = st.get("eval_before")
     self.health.fired, self.health.skipped_steps = st["health"]["fired"], st["health"]["skipped"]

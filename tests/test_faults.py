@@ -113,6 +113,19 @@ def test_resume_from_another_models_checkpoint_is_clear(uninterrupted, tmp_path)
     assert "its weights are not this model's" in r.stderr and "tensors missing, e.g. model.layers.1." in r.stderr
 
 
+def test_resume_with_another_optimizer_is_clear(uninterrupted, tmp_path):
+    "A checkpoint records its optimizer; resuming it with another one (8-bit AdamW's states vs torch's) is refused."
+    import shutil, torch
+    ck = tmp_path / "checkpoint-3"; shutil.copytree(uninterrupted / "checkpoint-3", ck)
+    st = load_trainer_state(ck)
+    assert st["optim"] == "adamw_torch"
+    torch.save({**st, "optim": "adamw_8bit"}, ck / "trainer_state.pt")       # as an 8-bit run would have saved it
+    r = run_cli("train", *SMALL, "--output_dir", tmp_path / "run", "--resume_from_checkpoint", ck)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert "holds the state of optim=adamw_8bit, and this run uses optim=adamw_torch" in r.stderr
+    assert "--optim adamw_8bit" in r.stderr
+
+
 def test_eval_command_on_a_checkpoint(uninterrupted, tmp_path):
     "grpo-edu eval: greedy pass@1 with a 95% interval, and sampled pass@k, on a saved checkpoint."
     out = tmp_path / "eval.json"
