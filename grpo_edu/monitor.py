@@ -27,8 +27,8 @@ class MetricsWriter:
         self.path = Path(output_dir) / "metrics.jsonl"
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if resume_step is not None and self.path.exists():         # drop rows logged after the checkpoint
-            keep = [l for l in self.path.read_text().splitlines() if l.strip() and json.loads(l)["step"] <= resume_step]
-            self.path.write_text("".join(l + "\n" for l in keep))
+            keep, tmp = [r for r in self.rows() if r["step"] <= resume_step], self.path.with_suffix(".jsonl.tmp")
+            tmp.write_text("".join(json.dumps(r) + "\n" for r in keep)); tmp.replace(self.path)   # atomic: no history lost
         elif resume_step is None and self.path.exists(): self.path.unlink()
         self.tb = None
         if tensorboard:
@@ -43,8 +43,14 @@ class MetricsWriter:
                 if k != "step" and isinstance(v, (int, float)): self.tb.add_scalar(k, v, row["step"])
 
     def rows(self) -> list[dict]:
-        "All rows logged so far."
-        return [json.loads(l) for l in self.path.read_text().splitlines() if l.strip()] if self.path.exists() else []
+        "All rows logged so far; a last line cut short by a crash mid-write is left out."
+        lines = [l for l in self.path.read_text().splitlines() if l.strip()] if self.path.exists() else []
+        out = []
+        for i, l in enumerate(lines):
+            try: out.append(json.loads(l))
+            except json.JSONDecodeError:
+                if i < len(lines) - 1: raise                   # a broken row in the middle is not a torn write
+        return out
 
 # %% ../nbs/api/07_monitor.ipynb #64c1b0a0
 PLOTS = {"reward": ["reward"], "accuracy": ["rewards/accuracy_reward/mean"], "kl": ["kl"],
