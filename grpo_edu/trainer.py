@@ -34,7 +34,7 @@ from .data import load_task
 from .errors import GRPOEduError
 from .logprobs import per_token_logps
 from .loss import grpo_loss, grpo_loss_metrics
-from .monitor import HEALTH_ADVICE, HealthMonitor, MetricsWriter, plot_metrics
+from .monitor import HEALTH_ADVICE, HealthMonitor, MetricsWriter, plot_metrics, trim_jsonl
 from .rewards import accuracy_reward, get_reward_func
 from .rollout import encode_prompts, generate_completions, is_conversational
 
@@ -497,6 +497,7 @@ def train(self: GRPOTrainer) -> dict:
     out, main = Path(a.output_dir), acc.is_main_process
     resumed = self._resume(a.resume_from_checkpoint) if a.resume_from_checkpoint else None
     writer = MetricsWriter(out, a.report_to == "tensorboard", resume_step=resumed) if main else None
+    if main: trim_jsonl(out / "completions.jsonl", resumed)     # no other run's rows, no step logged twice
     if resumed is None and self.eval_dataset is not None: self.eval_before = self.evaluate()
     old_handler = _install_sigint(self)
     bar = tqdm(total=self.max_steps, initial=self.step, disable=not main, desc="GRPO", dynamic_ncols=True, mininterval=1.0)

@@ -43,6 +43,21 @@ def test_resume_continues_exactly(uninterrupted, tmp_path):
     same(rows(tmp_path), rows(uninterrupted)[3:])
 
 
+def test_resume_in_place_logs_each_step_once(tmp_path):
+    "Resuming in the run's own folder: metrics.jsonl and completions.jsonl hold each step once, as one run would."
+    log = ["--log_completions", "true", "--save_steps", "3", "--output_dir", tmp_path]
+    assert run_cli("train", *SMALL, *log).returncode == 0
+    steps = lambda f: sorted({r["step"] for r in map(json.loads, (tmp_path / f).read_text().splitlines())})
+    n_rows = len((tmp_path / "completions.jsonl").read_text().splitlines())
+    r = run_cli("train", *SMALL, *log, "--resume_from_checkpoint", tmp_path / "checkpoint-3")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert steps("metrics.jsonl") == steps("completions.jsonl") == [1, 2, 3, 4, 5, 6]
+    assert len((tmp_path / "metrics.jsonl").read_text().splitlines()) == 6
+    assert len((tmp_path / "completions.jsonl").read_text().splitlines()) == n_rows     # steps 4-6 replaced, not added
+    assert run_cli("train", *SMALL, *log).returncode == 0                                # a new run in the same folder
+    assert len((tmp_path / "completions.jsonl").read_text().splitlines()) == n_rows     # starts the log afresh
+
+
 def test_ctrl_c_saves_and_resume_matches(tmp_path):
     "Ctrl-C: the step finishes, a checkpoint is saved, exit 130; resuming gives the uninterrupted run's metrics."
     const = [a if a != "linear" else "constant" for a in SMALL]   # a schedule that does not depend on max_steps
