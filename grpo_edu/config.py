@@ -20,6 +20,7 @@ import yaml
 from .errors import GRPOEduError, closest
 from .loss import LOSS_TYPES
 from .advantages import SCALE_REWARDS
+from .rewards import REWARD_FUNCS
 
 # %% ../nbs/api/06_config.ipynb #696ff3ab
 @dataclass
@@ -137,6 +138,10 @@ def validate(self: GRPOConfig, num_processes: int = 1) -> GRPOConfig:
         _err(f"rollout_engine={c.rollout_engine!r}: use auto (the static-cache sampler on CUDA, HF generate elsewhere), "
              f"static (always the static-cache sampler) or hf (always Hugging Face generate).")
     if not c.reward_funcs: _err("reward_funcs is empty: GRPO needs at least one reward function, e.g. [accuracy].")
+    for f in c.reward_funcs:   # a name that is no built-in, no folder and no org/name Hub id is a typo, not a reward model
+        if isinstance(f, str) and f not in REWARD_FUNCS and "/" not in f and not Path(f).exists():
+            _err(f"reward_funcs: {f!r} is neither a built-in reward ({', '.join(REWARD_FUNCS)}) nor a reward model (a "
+                 f"local folder, or a Hub id such as OpenAssistant/reward-model-deberta-v3-base).{closest(f, tuple(REWARD_FUNCS))}")
     if c.reward_weights is not None and len(c.reward_weights) != len(c.reward_funcs):
         _err(f"reward_weights has {len(c.reward_weights)} values but reward_funcs has {len(c.reward_funcs)}: give one weight per function.")
     if c.lr_scheduler_type not in ("linear", "cosine", "constant", "constant_with_warmup"):
@@ -164,21 +169,39 @@ GRPOConfig.validate = validate
 FIELD_NAMES = tuple(f.name for f in fields(GRPOConfig))
 
 # %% ../nbs/api/06_config.ipynb #e4591edc
+_BOOLS = {"true": True, "yes": True, "1": True, "false": False, "no": False, "0": False}
+
+def _as(kind: str, v):
+    "`v` (a YAML value or a command-line string) as an int, float, bool or str; ValueError when it is not one."
+    if kind == "bool":
+        if isinstance(v, bool): return v
+        if isinstance(v, str) and v.strip().lower() in _BOOLS: return _BOOLS[v.strip().lower()]
+    elif isinstance(v, bool): pass                                           # YAML's true is not a number or a name
+    elif kind == "int":
+        x = float(v) if isinstance(v, (str, int, float)) else math.nan       # '1e3' -> 1000; 1.5 is refused
+        if x.is_integer(): return int(x)
+    elif kind == "float" and isinstance(v, (str, int, float)): return float(v)
+    elif kind == "str" and isinstance(v, (str, int, float)): return str(v)
+    raise ValueError(v)
+
 def _coerce(name: str, value):
-    "Convert a command-line string to the type of field `name`."
-    if not isinstance(value, str): return value
-    t = {f.name: f.type for f in fields(GRPOConfig)}[name]
-    ftype = t.__name__ if isinstance(t, type) else str(t)                    # "int", "float | None", "list", ...
-    if value.lower() in ("none", "null") and "None" in ftype: return None
-    if name == "reward_weights": return [float(v) for v in value.split(",")]
-    if ftype.startswith("list"): return [v.strip() for v in value.split(",") if v.strip()]
+    "A YAML or command-line value as field `name`'s type ('1e-6' -> 1e-06, 'a,b' or '[a, b]' -> a list), else a clear error."
+    f = {f.name: f for f in fields(GRPOConfig)}[name]
+    ftype = f.type.__name__ if isinstance(f.type, type) else str(f.type)    # "int", "float | None", "list", ...
+    kind, optional = ftype.split(" ")[0], "None" in ftype
+    if optional and (value is None or isinstance(value, str) and value.strip().lower() in ("none", "null")): return None
     try:
-        if ftype.startswith("bool"): return {"true": True, "1": True, "false": False, "0": False}[value.lower()]
-        if ftype.startswith("int"): return int(value)
-        if ftype.startswith("float"): return float(value)
-    except (KeyError, ValueError):
-        raise GRPOEduError(f"--{name} {value!r}: expected a {ftype.split(' ')[0]} value.") from None
-    return value
+        if kind != "list": return _as(kind, value)
+        items = [v.strip().strip("'\"") for v in value.strip().strip("[]").split(",") if v.strip()] if isinstance(value, str) else value
+        if not isinstance(items, (list, tuple)): raise ValueError(value)
+        if name == "reward_weights": return [_as("float", v) for v in items]
+        return [v if callable(v) else _as("str", v) for v in items]       # reward functions: names, ids or callables
+    except ValueError:
+        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        what = {"list": "a comma-separated list", "int": "an integer"}.get(kind, f"a {kind}")
+        if name == "reward_weights": what = "a list of numbers (1.0,0.5 or [1.0, 0.5])"
+        raise GRPOEduError(f"{name}={value!r}: expected {what}{' or none' if optional else ''} (the default is "
+                           f"{default!r}). Fix it in the recipe or on the command line (--{name} VALUE).") from None
 
 # %% ../nbs/api/06_config.ipynb #245293b0
 def config_from_dict(d: dict, source: str = "config") -> GRPOConfig:

@@ -16,6 +16,7 @@ verifier (DeepSeekMath's "outcome supervision"); nothing needs to be learned abo
 """
 import math, re
 import torch
+from .errors import GRPOEduError
 
 # %% ../nbs/api/02_rewards.ipynb #8895081c
 def completion_text(completion) -> str:
@@ -87,8 +88,15 @@ class ModelReward:
     def __init__(self, model, tokenizer=None, batch_size: int = 16, device=None):
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
         if isinstance(model, str):
-            tokenizer = tokenizer or AutoTokenizer.from_pretrained(model)
-            model = AutoModelForSequenceClassification.from_pretrained(model, num_labels=1)
+            try:
+                tokenizer = tokenizer or AutoTokenizer.from_pretrained(model)
+                model = AutoModelForSequenceClassification.from_pretrained(model, num_labels=1)
+            except (OSError, ValueError) as e:
+                raise GRPOEduError(
+                    f"reward_funcs: could not load reward model {model!r} ({str(e).splitlines()[0][:200]}). A reward is "
+                    f"a built-in name ({', '.join(REWARD_FUNCS)}) or a sequence-classification model: a local folder, "
+                    f"or a Hub id that is reachable or in the local cache (`hf download {model}` where there is "
+                    f"network).") from None
         self.model, self.tokenizer, self.batch_size = model.eval(), tokenizer, batch_size
         if self.tokenizer.pad_token is None: self.tokenizer.pad_token = self.tokenizer.eos_token
         if device is not None: self.model.to(device)

@@ -152,18 +152,18 @@ class GRPOTrainer:
         self.accelerator = acc = Accelerator(mixed_precision="bf16" if self._use_bf16() else "no")
         args.validate(acc.num_processes)
         set_seed(args.seed)
+        funcs = list(reward_funcs) if isinstance(reward_funcs, (list, tuple)) else [reward_funcs]
+        if args.reward_weights is not None and len(args.reward_weights) != len(funcs):
+            raise GRPOEduError(f"reward_weights has {len(args.reward_weights)} values but there are {len(funcs)} reward functions.")
+        self.reward_funcs = [get_reward_func(f) if isinstance(f, str) else f for f in funcs]   # before the policy: a
+        self.reward_names = [_reward_name(f) for f in self.reward_funcs]                      # bad reward fails fast
+        self.reward_weights = torch.tensor(args.reward_weights or [1.0] * len(funcs), dtype=torch.float32)
         model_id = model if isinstance(model, str) else None
         if model_id is not None: model, tok = load_policy(model_id, args.torch_dtype); processing_class = processing_class or tok
         if processing_class is None:
             raise GRPOEduError("processing_class is required when `model` is an already loaded model: pass its tokenizer.")
         self.tokenizer = processing_class
         if self.tokenizer.pad_token is None: self.tokenizer.pad_token = self.tokenizer.eos_token
-        funcs = list(reward_funcs) if isinstance(reward_funcs, (list, tuple)) else [reward_funcs]
-        self.reward_funcs = [get_reward_func(f) if isinstance(f, str) else f for f in funcs]
-        self.reward_names = [_reward_name(f) for f in self.reward_funcs]
-        if args.reward_weights is not None and len(args.reward_weights) != len(funcs):
-            raise GRPOEduError(f"reward_weights has {len(args.reward_weights)} values but there are {len(funcs)} reward functions.")
-        self.reward_weights = torch.tensor(args.reward_weights or [1.0] * len(funcs), dtype=torch.float32)
         self.train_dataset, self.eval_dataset = self._check_dataset(train_dataset, "train_dataset"), eval_dataset
         if args.gradient_checkpointing:                    # transformers 5.2x renamed it; the old name warns on every run
             (getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable)()
@@ -563,10 +563,11 @@ def trainer_from_config(args: GRPOConfig) -> GRPOTrainer:
     eval_ds = None
     if args.eval_dataset == "auto" and args.dataset in ("toy", "gsm8k"): eval_ds = load_task(args.dataset, "test", args.dataset_path)
     elif args.eval_dataset not in (None, "auto"): eval_ds = load_task(args.eval_dataset, "test", args.dataset_path)
+    rewards = [get_reward_func(f) if isinstance(f, str) else f for f in args.reward_funcs]   # reward models load first
     if args.model_name_or_path == "toy":
         from grpo_edu.toy import toy_tokenizer, toy_model, sft_warm_start
         tok = toy_tokenizer(); model = toy_model(tok, seed=args.seed)
         sft_warm_start(model, tok, train_ds, steps=args.toy_warm_start_steps, seed=args.seed,
                        target_accuracy=args.toy_warm_start_accuracy)
-        return GRPOTrainer(model, args.reward_funcs, args, train_ds, eval_ds, tok)
-    return GRPOTrainer(args.model_name_or_path, args.reward_funcs, args, train_ds, eval_ds)
+        return GRPOTrainer(model, rewards, args, train_ds, eval_ds, tok)
+    return GRPOTrainer(args.model_name_or_path, rewards, args, train_ds, eval_ds)

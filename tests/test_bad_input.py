@@ -29,6 +29,9 @@ def _write(path, text):
     (["--rollout_engine", "vllm"], "rollout_engine='vllm': use auto"),
     (["--optim", "adamw8bit"], "Did you mean `adamw_8bit`?"),
     (["--lm_head_chunk_size", "-1"], "lm_head_chunk_size=-1 must be a whole number"),
+    (["--reward_funcs", "acurracy"], "Did you mean `accuracy`?"),
+    (["--reward_funcs", "accuracy,format", "--reward_weights", "1,x"], "reward_weights='1,x': expected a list of numbers"),
+    (["--max_steps", "1.5"], "max_steps='1.5': expected an integer"),
 ])
 def test_config_errors(args, expected, tmp_path):
     r = run_cli("train", *args, "--output_dir", tmp_path, timeout=120)
@@ -58,6 +61,21 @@ def test_model_offline_error(tmp_path):
     r = run_cli("train", "--model_name_or_path", "Qwen/Qwen2.5-0.5B-Instruct", "--dataset", "toy", *FAST,
                 "--output_dir", tmp_path, env={"HF_HUB_OFFLINE": "1"}, timeout=180)
     assert r.returncode == 2 and "could not load model 'Qwen/Qwen2.5-0.5B-Instruct'" in r.stderr and "local folder" in r.stderr, r.stderr
+
+
+def test_reward_model_offline_error(tmp_path):
+    "A reward model that cannot be loaded (offline, not in the cache) is one paragraph, exit 2, no traceback."
+    r = run_cli("train", "--reward_funcs", "accuracy,OpenAssistant/reward-model-deberta-v3-base", *FAST,
+                "--output_dir", tmp_path, env={"HF_HUB_OFFLINE": "1"}, timeout=180)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert "could not load reward model 'OpenAssistant/reward-model-deberta-v3-base'" in r.stderr
+
+
+def test_yaml_typed_values_are_checked(tmp_path):
+    "YAML gives numbers and booleans their own types: a wrong one is named like a wrong command-line string."
+    cfg = _write(tmp_path / "r.yaml", "max_steps: 2.5\n")
+    r = run_cli("train", "--config", cfg, "--output_dir", tmp_path, timeout=120)
+    assert r.returncode == 2 and "max_steps=2.5: expected an integer (the default is -1)" in r.stderr, r.stderr
 
 
 def _trainer(tmp_path, reward, rows=None, **kw):
