@@ -63,6 +63,26 @@ def test_model_offline_error(tmp_path):
     assert r.returncode == 2 and "could not load model 'Qwen/Qwen2.5-0.5B-Instruct'" in r.stderr and "local folder" in r.stderr, r.stderr
 
 
+def test_gsm8k_offline_error(tmp_path):
+    "GSM8K from the Hub with no network and no cache: one paragraph that names the local alternative (datasets' own error)."
+    r = run_cli("eval", "--model", tmp_path, "--dataset", "gsm8k", env={"HF_HUB_OFFLINE": "1"}, timeout=180)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert "could not load the dataset openai/gsm8k" in r.stderr and "--dataset_path DIR" in r.stderr
+
+
+@pytest.mark.parametrize("command,expected", [
+    (["eval", "--model", "m", "--max_samples", "0"], "argument --max_samples: '0' must be greater than 0"),
+    (["eval", "--model", "m", "--batch_size", "0"], "argument --batch_size: '0' must be greater than 0"),
+    (["eval", "--model", "m", "--pass_k", "two"], "argument --pass_k: 'two' is not a whole number"),
+    (["memory", "--model", "qwen2.5-0.5b", "--gpus", "0"], "argument --gpus: '0' must be greater than 0"),
+    (["bench", "--shapes", "7b", "--data_dir", "{data}"], "the benchmark knows the shapes 0.5b, 1.5b, tiny"),
+])
+def test_command_argument_errors(command, expected, tmp_path):
+    for d in ("gsm8k", "qwen2.5-tokenizer"): (tmp_path / d).mkdir()      # what bench's --data_dir must hold
+    r = run_cli(*[a.format(data=tmp_path) for a in command], timeout=120)
+    assert r.returncode == 2 and expected in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]
+
+
 def test_reward_model_offline_error(tmp_path):
     "A reward model that cannot be loaded (offline, not in the cache) is one paragraph, exit 2, no traceback."
     r = run_cli("train", "--reward_funcs", "accuracy,OpenAssistant/reward-model-deberta-v3-base", *FAST,
