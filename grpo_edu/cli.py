@@ -105,6 +105,13 @@ def cmd_eval(argv: list[str]) -> int:
     p.add_argument("--rollout_engine", default="auto", choices=("auto", "static", "hf"),
                    help="auto: the static-cache CUDA-graph sampler on CUDA, HF generate elsewhere")
     a = p.parse_args(argv)
+    if a.output:                         # checked before the evaluation, so that its result is never lost at the end
+        out = Path(a.output)
+        if out.is_dir(): raise GRPOEduError(f"--output {out} is a folder: give a file name, e.g. --output {out / 'eval.json'}.")
+        try: out.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise GRPOEduError(f"--output {out}: cannot create its folder {out.parent} ({e.strerror}). Give a path in a "
+                               f"writable folder, e.g. --output runs/eval.json.") from None
     import torch
     from grpo_edu.data import load_task
     from grpo_edu.trainer import answer_rewards, load_policy

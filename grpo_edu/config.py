@@ -159,6 +159,9 @@ def validate(self: GRPOConfig, num_processes: int = 1) -> GRPOConfig:
     if c.dataset not in ("toy", "gsm8k", "tldr") and not Path(c.dataset).exists():
         _err(f"dataset={c.dataset!r} is neither a built-in task (toy, gsm8k, tldr) nor an existing file "
              f"(looked in {Path.cwd()}). Give a path to a .jsonl/.json/.csv/.parquet file with a `prompt` column.")
+    if Path(c.output_dir).exists() and not Path(c.output_dir).is_dir():
+        _err(f"output_dir={c.output_dir!r} is a file: the run writes a folder there (metrics, plots, checkpoints). Give a "
+             f"folder path, e.g. --output_dir runs/my-run.")
     if c.dataset_path is not None and not Path(c.dataset_path).exists():
         _err(f"dataset_path={c.dataset_path!r} does not exist. Point it at GSM8K's jsonl files (e.g. ../shared/data/gsm8k).")
     return c
@@ -218,7 +221,8 @@ def load_config(path: str | None = None, overrides: dict | None = None, base: di
     d = dict(base or {})
     if path is not None:
         p = Path(path)
-        if not p.exists(): raise GRPOEduError(f"config file {p} does not exist. Recipes live in configs/ (e.g. configs/qwen2.5-0.5b-gsm8k-1x4090.yaml).")
+        if not p.is_file(): raise GRPOEduError(f"config file {p} {'is a folder' if p.is_dir() else 'does not exist'}: give "
+                                               f"a YAML recipe, e.g. configs/qwen2.5-0.5b-gsm8k-1x4090.yaml.")
         try: loaded = yaml.safe_load(p.read_text()) or {}
         except yaml.YAMLError as e: raise GRPOEduError(f"config file {p} is not valid YAML: {e}") from None
         if not isinstance(loaded, dict): raise GRPOEduError(f"config file {p} must be a mapping of field: value.")

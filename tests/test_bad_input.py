@@ -83,6 +83,17 @@ def test_command_argument_errors(command, expected, tmp_path):
     assert r.returncode == 2 and expected in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]
 
 
+def test_paths_of_the_wrong_kind(tmp_path):
+    "A file where a folder goes (output_dir), a folder where a file goes (--config, eval's --output): refused up front."
+    f = _write(tmp_path / "a_file", "x")
+    r = run_cli("train", *FAST, "--output_dir", f, timeout=120)
+    assert r.returncode == 2 and "output_dir=" in r.stderr and "is a file" in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]
+    r = run_cli("train", "--config", tmp_path, timeout=120)
+    assert r.returncode == 2 and "is a folder: give a YAML recipe" in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]
+    r = run_cli("eval", "--model", "m", "--output", f / "eval.json", timeout=120)       # before any model or data loads
+    assert r.returncode == 2 and "cannot create its folder" in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]
+
+
 def test_reward_model_offline_error(tmp_path):
     "A reward model that cannot be loaded (offline, not in the cache) is one paragraph, exit 2, no traceback."
     r = run_cli("train", "--reward_funcs", "accuracy,OpenAssistant/reward-model-deberta-v3-base", *FAST,
