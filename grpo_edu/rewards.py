@@ -117,7 +117,8 @@ class ModelReward:
 REWARD_FUNCS = {"accuracy": accuracy_reward, "format": format_reward, "length": length_reward}
 
 # %% ../nbs/api/02_rewards.ipynb #e7f37574
-def get_reward_func(name: str):
-    "A reward function by name (`accuracy`, `format`, `length`), or a `ModelReward` for a model id/path."
+def get_reward_func(name):
+    "A reward function by name (`accuracy`, `format`, `length`), a `ModelReward` for a model id/path; callables pass through."
+    if callable(name): return name
     if name in REWARD_FUNCS: return REWARD_FUNCS[name]
     return ModelReward(name)

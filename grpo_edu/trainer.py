@@ -155,7 +155,7 @@ class GRPOTrainer:
         funcs = list(reward_funcs) if isinstance(reward_funcs, (list, tuple)) else [reward_funcs]
         if args.reward_weights is not None and len(args.reward_weights) != len(funcs):
             raise GRPOEduError(f"reward_weights has {len(args.reward_weights)} values but there are {len(funcs)} reward functions.")
-        self.reward_funcs = [get_reward_func(f) if isinstance(f, str) else f for f in funcs]   # before the policy: a
+        self.reward_funcs = [get_reward_func(f) for f in funcs]      # before the policy loads: a
         self.reward_names = [_reward_name(f) for f in self.reward_funcs]                      # bad reward fails fast
         self.reward_weights = torch.tensor(args.reward_weights or [1.0] * len(funcs), dtype=torch.float32)
         model_id = model if isinstance(model, str) else None
@@ -563,7 +563,7 @@ def trainer_from_config(args: GRPOConfig) -> GRPOTrainer:
     eval_ds = None
     if args.eval_dataset == "auto" and args.dataset in ("toy", "gsm8k"): eval_ds = load_task(args.dataset, "test", args.dataset_path)
     elif args.eval_dataset not in (None, "auto"): eval_ds = load_task(args.eval_dataset, "test", args.dataset_path)
-    rewards = [get_reward_func(f) if isinstance(f, str) else f for f in args.reward_funcs]   # reward models load first
+    rewards = [get_reward_func(f) for f in args.reward_funcs]   # reward models load before the toy warm start
     if args.model_name_or_path == "toy":
         from grpo_edu.toy import toy_tokenizer, toy_model, sft_warm_start
         tok = toy_tokenizer(); model = toy_model(tok, seed=args.seed)
