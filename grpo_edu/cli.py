@@ -15,7 +15,7 @@ overrides) and runs GRPOTrainer; `eval` measures greedy pass@1 (and pass@k) with
 Why errors are caught here and nowhere else: the library raises GRPOEduError with a full explanation; only the
 command line decides that a user should see that paragraph instead of a traceback.
 """
-import argparse, dataclasses, json, math, os, sys
+import argparse, dataclasses, math, os, sys
 from pathlib import Path
 from .config import FIELD_NAMES, TOY_RECIPE, GRPOConfig, load_config
 from .errors import GRPOEduError, closest
@@ -114,6 +114,7 @@ def cmd_eval(argv: list[str]) -> int:
                                f"writable folder, e.g. --output runs/eval.json.") from None
     import torch
     from grpo_edu.data import load_task
+    from grpo_edu.monitor import write_json
     from grpo_edu.trainer import answer_rewards, load_policy
     ds = load_task(a.dataset, a.split, a.dataset_path)
     if "answer" not in ds.column_names: raise GRPOEduError(f"--dataset {a.dataset}: eval needs an `answer` column.")
@@ -135,7 +136,7 @@ def cmd_eval(argv: list[str]) -> int:
     if per_k: res[f"pass@{a.pass_k}"] = sum(per_k) / len(per_k)
     print(f"pass@1 (greedy) = {n_ok / n:.1%}  95% CI [{lo:.1%}, {hi:.1%}]  n={n}" +
           (f"\npass@{a.pass_k} (T={a.temperature}) = {res[f'pass@{a.pass_k}']:.1%}" if per_k else ""))
-    if a.output: Path(a.output).write_text(json.dumps(res, indent=1))
+    if a.output: write_json(a.output, res)
     return 0
 
 # %% ../nbs/api/10_cli.ipynb #8a7650f4

@@ -34,7 +34,7 @@ from .data import load_task
 from .errors import GRPOEduError
 from .logprobs import per_token_logps
 from .loss import grpo_loss, grpo_loss_metrics
-from .monitor import HEALTH_ADVICE, HealthMonitor, MetricsWriter, plot_metrics, trim_jsonl
+from .monitor import HEALTH_ADVICE, HealthMonitor, MetricsWriter, plot_metrics, trim_jsonl, write_json
 from .rewards import accuracy_reward, get_reward_func
 from .rollout import encode_prompts, generate_completions, is_conversational
 
@@ -524,6 +524,7 @@ def train(self: GRPOTrainer) -> dict:
             if a.save_steps and self.step % a.save_steps == 0 and self.step < self.max_steps: self.save()
     finally:
         bar.close()
+        if writer is not None: writer.close()                      # TensorBoard's events on disk now
         if old_handler is not None: signal.signal(signal.SIGINT, old_handler)
     ckpt = self.save()
     if self._interrupted:
@@ -536,7 +537,7 @@ def train(self: GRPOTrainer) -> dict:
     if main:
         ev = {k: (summary.get(f"eval_{k}") or {}).get("accuracy") for k in ("before", "after")}
         summary["plots"] = [str(p) for p in plot_metrics(writer.rows(), out / "plots", ev)]
-        (out / "summary.json").write_text(json.dumps(summary, indent=1))
+        write_json(out / "summary.json", summary)
     return summary
 GRPOTrainer.train = train
 

@@ -43,9 +43,16 @@ def test_resume_continues_exactly(uninterrupted, tmp_path):
     same(rows(tmp_path), rows(uninterrupted)[3:])
 
 
+def tensorboard_rewards(d):
+    "(step, reward) as TensorBoard shows them, read with its own loader."
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    ea = EventAccumulator(str(Path(d) / "tensorboard")); ea.Reload()
+    return [(e.step, e.value) for e in ea.Scalars("reward")]
+
+
 def test_resume_in_place_logs_each_step_once(tmp_path):
-    "Resuming in the run's own folder: metrics.jsonl and completions.jsonl hold each step once, as one run would."
-    log = ["--log_completions", "true", "--save_steps", "3", "--output_dir", tmp_path]
+    "Resuming in the run's own folder: metrics.jsonl, completions.jsonl and TensorBoard hold each step once."
+    log = ["--log_completions", "true", "--report_to", "tensorboard", "--save_steps", "3", "--output_dir", tmp_path]
     assert run_cli("train", *SMALL, *log).returncode == 0
     steps = lambda f: sorted({r["step"] for r in map(json.loads, (tmp_path / f).read_text().splitlines())})
     n_rows = len((tmp_path / "completions.jsonl").read_text().splitlines())
@@ -54,8 +61,12 @@ def test_resume_in_place_logs_each_step_once(tmp_path):
     assert steps("metrics.jsonl") == steps("completions.jsonl") == [1, 2, 3, 4, 5, 6]
     assert len((tmp_path / "metrics.jsonl").read_text().splitlines()) == 6
     assert len((tmp_path / "completions.jsonl").read_text().splitlines()) == n_rows     # steps 4-6 replaced, not added
+    tb = tensorboard_rewards(tmp_path)                                                   # steps 4-6 of the first run hidden
+    assert [s for s, _ in tb] == [1, 2, 3, 4, 5, 6]
+    assert [v for _, v in tb] == pytest.approx([r["reward"] for r in rows(tmp_path)])
     assert run_cli("train", *SMALL, *log).returncode == 0                                # a new run in the same folder
     assert len((tmp_path / "completions.jsonl").read_text().splitlines()) == n_rows     # starts the log afresh
+    assert [s for s, _ in tensorboard_rewards(tmp_path)] == [1, 2, 3, 4, 5, 6]          # TensorBoard too
 
 
 def test_ctrl_c_saves_and_resume_matches(tmp_path):
