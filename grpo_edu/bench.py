@@ -77,7 +77,8 @@ def bench_args(steps: int = 3, max_completion_length: int = 512, batch: int = 16
     return GRPOConfig(**{**dict(output_dir="/tmp/grpo_edu_bench", per_device_train_batch_size=batch, gradient_accumulation_steps=accum,
                       num_generations=8, max_completion_length=max_completion_length, max_steps=steps + 1, beta=0.04,
                       loss_type="grpo", bf16=cuda, torch_dtype="bfloat16" if cuda else "float32", logging_steps=1,
-                      save_steps=0, eval_dataset=None, learning_rate=1e-6, gradient_checkpointing=True), **overrides})
+                      save_steps=0, eval_dataset=None, learning_rate=1e-6, gradient_checkpointing=True,
+                      overwrite_output_dir=True), **overrides})      # one scratch folder for every timed run
 
 # %% ../nbs/api/12_bench.ipynb #2a96c27a
 PHASES = ("time/rollout", "time/rewards", "time/ref_old_logps", "time/forward_backward", "time/optimizer")

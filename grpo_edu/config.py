@@ -20,6 +20,7 @@ import yaml
 from .errors import GRPOEduError, closest
 from .loss import LOSS_TYPES
 from .advantages import SCALE_REWARDS
+from .checkpoint import latest_checkpoint
 from .rewards import REWARD_FUNCS
 
 # %% ../nbs/api/06_config.ipynb #696ff3ab
@@ -83,6 +84,7 @@ class GRPOConfig:
     num_completions_to_print: int = 4
     report_to: str = "none"                  # "none" or "tensorboard"
     resume_from_checkpoint: str | None = None  # a checkpoint folder, or "latest" in output_dir
+    overwrite_output_dir: bool = False       # a new run where output_dir holds checkpoints deletes them (False: refuses)
     # the embedded toy run
     toy_warm_start_steps: int = 1500         # at most this many supervised steps before GRPO (model_name_or_path="toy")
     toy_warm_start_accuracy: float = 0.2     # ...stopping once greedy accuracy on training prompts reaches this
@@ -162,6 +164,14 @@ def validate(self: GRPOConfig, num_processes: int = 1) -> GRPOConfig:
     if Path(c.output_dir).exists() and not Path(c.output_dir).is_dir():
         _err(f"output_dir={c.output_dir!r} is a file: the run writes a folder there (metrics, plots, checkpoints). Give a "
              f"folder path, e.g. --output_dir runs/my-run.")
+    if c.resume_from_checkpoint and c.overwrite_output_dir:
+        _err(f"resume_from_checkpoint={c.resume_from_checkpoint!r} and overwrite_output_dir=true: a resume continues the run "
+             f"in output_dir, overwriting would delete it. Drop one of the two.")
+    if not c.resume_from_checkpoint and not c.overwrite_output_dir and (old := latest_checkpoint(c.output_dir)) is not None:
+        _err(f"output_dir={c.output_dir!r} already holds a run ({old.name} is its newest checkpoint): a new run there would "
+             f"replace its logs, and its checkpoints would be rotated away. Continue it with --resume_from_checkpoint latest, "
+             f"start this run elsewhere with --output_dir DIR, or replace it with --overwrite_output_dir true (its "
+             f"checkpoints are deleted).")
     if c.dataset_path is not None and not Path(c.dataset_path).exists():
         _err(f"dataset_path={c.dataset_path!r} does not exist. Point it at GSM8K's jsonl files (e.g. ../shared/data/gsm8k).")
     return c

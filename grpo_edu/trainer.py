@@ -18,7 +18,7 @@ One step reads top to bottom as DeepSeekMath's algorithm: sample prompts → G c
 - With num_iterations=1, π_old = π_θ and old log-probs are not computed (the loss uses logps.detach()).
 - The reference model exists only when beta > 0.
 """
-import contextlib, copy, json, math, signal, time
+import contextlib, copy, json, math, shutil, signal, time
 from collections import defaultdict
 from pathlib import Path
 import torch
@@ -28,7 +28,7 @@ from tqdm.auto import tqdm
 from transformers import AutoModelForCausalLM, AutoTokenizer, get_scheduler
 from transformers.utils import logging as hf_logging
 from .advantages import group_advantages, group_reward_std, nanstd
-from .checkpoint import checkpoint_tmp, latest_checkpoint, load_trainer_state, rng_state, save_checkpoint, set_rng_state
+from .checkpoint import checkpoint_tmp, checkpoints, latest_checkpoint, load_trainer_state, rng_state, save_checkpoint, set_rng_state
 from .config import GRPOConfig
 from .data import load_task
 from .errors import GRPOEduError
@@ -496,6 +496,9 @@ def train(self: GRPOTrainer) -> dict:
     a, acc, t_start = self.args, self.accelerator, time.time()
     out, main = Path(a.output_dir), acc.is_main_process
     resumed = self._resume(a.resume_from_checkpoint) if a.resume_from_checkpoint else None
+    if a.overwrite_output_dir and resumed is None and main and (old := checkpoints(out)):
+        for p in old: shutil.rmtree(p)                             # asked for: this run replaces the one that was there
+        print(f"[grpo-edu] overwrite_output_dir: deleted {len(old)} checkpoint(s) of the previous run in {out}")
     writer = MetricsWriter(out, a.report_to == "tensorboard", resume_step=resumed) if main else None
     if main: trim_jsonl(out / "completions.jsonl", resumed)     # no other run's rows, no step logged twice
     if resumed is None and self.eval_dataset is not None: self.eval_before = self.evaluate()

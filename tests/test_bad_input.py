@@ -94,6 +94,23 @@ def test_paths_of_the_wrong_kind(tmp_path):
     assert r.returncode == 2 and "cannot create its folder" in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]
 
 
+def test_new_run_over_an_old_one_is_refused(tmp_path):
+    "A new run in a folder that holds a run's checkpoints is refused, the old run untouched; --overwrite_output_dir replaces it."
+    assert run_cli("train", *FAST, "--max_steps", "2", "--save_steps", "1", "--output_dir", tmp_path, timeout=300).returncode == 0
+    before = {str(p): p.stat().st_mtime_ns for p in tmp_path.rglob("*") if p.is_file()}
+    assert "checkpoint-2/trainer_state.pt" in {str(p.relative_to(tmp_path)) for p in tmp_path.rglob("trainer_state.pt")}
+    r = run_cli("train", *FAST, "--output_dir", tmp_path, timeout=120)
+    assert r.returncode == 2 and "already holds a run (checkpoint-2 is its newest checkpoint)" in r.stderr, r.stderr[-2000:]
+    assert "--resume_from_checkpoint latest" in r.stderr and "--overwrite_output_dir true" in r.stderr and "Traceback" not in r.stderr
+    assert {str(p): p.stat().st_mtime_ns for p in tmp_path.rglob("*") if p.is_file()} == before         # nothing touched
+    r = run_cli("train", *FAST, "--output_dir", tmp_path, "--overwrite_output_dir", "true", timeout=300)
+    assert r.returncode == 0 and "deleted 2 checkpoint(s) of the previous run" in r.stdout, r.stderr[-2000:]
+    assert sorted(p.name for p in tmp_path.glob("checkpoint-*")) == ["checkpoint-1"]                   # the new run's own
+    assert [json.loads(l)["step"] for l in (tmp_path / "metrics.jsonl").read_text().splitlines()] == [1]
+    r = run_cli("train", *FAST, "--output_dir", tmp_path, "--overwrite_output_dir", "true", "--resume_from_checkpoint", "latest")
+    assert r.returncode == 2 and "Drop one of the two" in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]
+
+
 def test_reward_model_offline_error(tmp_path):
     "A reward model that cannot be loaded (offline, not in the cache) is one paragraph, exit 2, no traceback."
     r = run_cli("train", "--reward_funcs", "accuracy,OpenAssistant/reward-model-deberta-v3-base", *FAST,

@@ -64,7 +64,7 @@ def test_resume_in_place_logs_each_step_once(tmp_path):
     tb = tensorboard_rewards(tmp_path)                                                   # steps 4-6 of the first run hidden
     assert [s for s, _ in tb] == [1, 2, 3, 4, 5, 6]
     assert [v for _, v in tb] == pytest.approx([r["reward"] for r in rows(tmp_path)])
-    assert run_cli("train", *SMALL, *log).returncode == 0                                # a new run in the same folder
+    assert run_cli("train", *SMALL, *log, "--overwrite_output_dir", "true").returncode == 0   # a new run in the same folder
     assert len((tmp_path / "completions.jsonl").read_text().splitlines()) == n_rows     # starts the log afresh
     assert [s for s, _ in tensorboard_rewards(tmp_path)] == [1, 2, 3, 4, 5, 6]          # TensorBoard too
 
