@@ -6,7 +6,7 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/checkpoint.html.md"""
 
 # %% auto #0
 __all__ = ['rng_state', 'set_rng_state', 'checkpoint_tmp', 'save_checkpoint', 'checkpoints', 'latest_checkpoint',
-           'load_trainer_state']
+           'resolve_checkpoint', 'load_trainer_state']
 
 # %% ../nbs/api/08_checkpoint.ipynb #e18c527d
 """Checkpoints: model, tokenizer, optimizer, scheduler, RNG states and step, written atomically.
@@ -17,6 +17,7 @@ killed while writing leaves only a `.tmp` folder, which `latest_checkpoint` igno
 import os, random, shutil, time
 from pathlib import Path
 import torch
+from .errors import GRPOEduError
 
 # %% ../nbs/api/08_checkpoint.ipynb #5a19190d
 def rng_state() -> dict:
@@ -80,6 +81,19 @@ def latest_checkpoint(output_dir) -> Path | None:
     "The complete checkpoint with the highest step in `output_dir` (temp folders are ignored)."
     cks = [p for p in checkpoints(output_dir) if (p / "trainer_state.pt").exists()]
     return cks[-1] if cks else None
+
+def resolve_checkpoint(path, output_dir) -> Path:
+    "The checkpoint that `resume_from_checkpoint=path` names ('latest': the newest in output_dir), or a GRPOEduError."
+    if str(path) == "latest":
+        if (p := latest_checkpoint(output_dir)) is None:
+            raise GRPOEduError(f"resume_from_checkpoint='latest': output_dir={str(output_dir)!r} holds no complete checkpoint (a "
+                               f"checkpoint-N folder with trainer_state.pt). Set --output_dir to the run's folder, or start a "
+                               f"new run without --resume_from_checkpoint.")
+        return p
+    if not (Path(path) / "trainer_state.pt").exists():
+        raise GRPOEduError(f"resume_from_checkpoint={str(path)!r}: no complete checkpoint there (a checkpoint folder holds "
+                           f"trainer_state.pt). Pass a folder like {output_dir}/checkpoint-50, or 'latest'.")
+    return Path(path)
 
 # %% ../nbs/api/08_checkpoint.ipynb #27ab6308
 def load_trainer_state(path) -> dict:

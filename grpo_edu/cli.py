@@ -17,8 +17,8 @@ command line decides that a user should see that paragraph instead of a tracebac
 """
 import argparse, dataclasses, math, os, sys
 from pathlib import Path
-from .config import FIELD_NAMES, TOY_RECIPE, GRPOConfig, load_config
-from .errors import GRPOEduError, closest
+from .config import FIELD_NAMES, MODEL_EXAMPLE, TOY_RECIPE, GRPOConfig, load_config
+from .errors import GRPOEduError, check_local_path, closest
 
 # %% ../nbs/api/10_cli.ipynb #9204e5c0
 def parse_overrides(argv: list[str]) -> dict:
@@ -105,6 +105,7 @@ def cmd_eval(argv: list[str]) -> int:
     p.add_argument("--rollout_engine", default="auto", choices=("auto", "static", "hf"),
                    help="auto: the static-cache CUDA-graph sampler on CUDA, HF generate elsewhere")
     a = p.parse_args(argv)
+    check_local_path(a.model, "--model", MODEL_EXAMPLE)           # before the dataset loads
     if a.output:                         # checked before the evaluation, so that its result is never lost at the end
         out = Path(a.output)
         if out.is_dir(): raise GRPOEduError(f"--output {out} is a folder: give a file name, e.g. --output {out / 'eval.json'}.")

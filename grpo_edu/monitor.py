@@ -91,7 +91,9 @@ def plot_metrics(
     out.mkdir(parents=True, exist_ok=True)
     for name, keys in PLOTS.items():
         pts = [(r["step"], r[k]) for r in rows for k in keys if isinstance(r.get(k), (int, float)) and math.isfinite(r[k])]
-        if not pts: continue
+        if not pts:
+            (out / f"{name}.png").unlink(missing_ok=True)          # an earlier run's curve would pass for this one's
+            continue
         fig, ax = plt.subplots(figsize=(5, 3), dpi=80)
         ax.plot(*zip(*pts), lw=1.5, label=f"train {name}")
         if name == "accuracy" and evals:

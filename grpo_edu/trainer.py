@@ -28,10 +28,10 @@ from tqdm.auto import tqdm
 from transformers import AutoModelForCausalLM, AutoTokenizer, get_scheduler
 from transformers.utils import logging as hf_logging
 from .advantages import group_advantages, group_reward_std, nanstd
-from .checkpoint import checkpoint_tmp, checkpoints, latest_checkpoint, load_trainer_state, rng_state, save_checkpoint, set_rng_state
-from .config import GRPOConfig
+from .checkpoint import checkpoint_tmp, checkpoints, load_trainer_state, resolve_checkpoint, rng_state, save_checkpoint, set_rng_state
+from .config import MODEL_EXAMPLE, GRPOConfig
 from .data import load_task
-from .errors import GRPOEduError
+from .errors import GRPOEduError, check_local_path
 from .logprobs import per_token_logps
 from .loss import grpo_loss, grpo_loss_metrics
 from .monitor import HEALTH_ADVICE, HealthMonitor, MetricsWriter, plot_metrics, trim_jsonl, write_json
@@ -41,8 +41,9 @@ from .rollout import encode_prompts, generate_completions, is_conversational
 # %% ../nbs/api/09_trainer.ipynb #2ebb9097
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "auto": "auto"}
 
-def load_policy(name: str, torch_dtype: str = "float32"):
+def load_policy(name: str, torch_dtype: str = "float32", field: str = "model_name_or_path"):
     "A causal LM and its tokenizer (left padding, a pad token) from a Hub id or a local folder."
+    check_local_path(name, field, MODEL_EXAMPLE)                   # a mistyped folder, not a failed Hub lookup
     try:
         tok = AutoTokenizer.from_pretrained(name)
         model = AutoModelForCausalLM.from_pretrained(name, dtype=_DTYPES[torch_dtype])
@@ -462,10 +463,7 @@ def _load_weights(model, sd: dict, path) -> None:
 
 def _resume(self: GRPOTrainer, path) -> int:
     "Load a checkpoint's weights, optimizer, scheduler, RNG and step; return the step."
-    p = latest_checkpoint(self.args.output_dir) if str(path) == "latest" else Path(path)
-    if p is None or not (p / "trainer_state.pt").exists():
-        raise GRPOEduError(f"resume_from_checkpoint={path!r}: no complete checkpoint there (a checkpoint folder holds "
-                           f"trainer_state.pt). Pass a folder like {self.args.output_dir}/checkpoint-50, or 'latest'.")
+    p = resolve_checkpoint(path, self.args.output_dir)
     st, sharded = load_trainer_state(p), self._sharded_optimizer()
     if sharded != ("optimizer" not in st):
         raise GRPOEduError(f"resume_from_checkpoint={path!r}: that checkpoint was saved {'without' if sharded else 'with'} "
@@ -501,6 +499,7 @@ def train(self: GRPOTrainer) -> dict:
         print(f"[grpo-edu] overwrite_output_dir: deleted {len(old)} checkpoint(s) of the previous run in {out}")
     writer = MetricsWriter(out, a.report_to == "tensorboard", resume_step=resumed) if main else None
     if main: trim_jsonl(out / "completions.jsonl", resumed)     # no other run's rows, no step logged twice
+    if main and resumed is None: (out / "summary.json").unlink(missing_ok=True)   # it described another run
     if resumed is None and self.eval_dataset is not None: self.eval_before = self.evaluate()
     old_handler = _install_sigint(self)
     bar = tqdm(total=self.max_steps, initial=self.step, disable=not main, desc="GRPO", dynamic_ncols=True, mininterval=1.0)

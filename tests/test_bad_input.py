@@ -32,6 +32,9 @@ def _write(path, text):
     (["--reward_funcs", "acurracy"], "Did you mean `accuracy`?"),
     (["--reward_funcs", "accuracy,format", "--reward_weights", "1,x"], "reward_weights='1,x': expected a list of numbers"),
     (["--max_steps", "1.5"], "max_steps='1.5': expected an integer"),
+    (["--model_name_or_path", "./no-such-model"], "model_name_or_path='./no-such-model': no such file or folder"),
+    (["--reward_funcs", "accuracy,./no-such-rm"], "reward_funcs='./no-such-rm': no such file or folder"),
+    (["--resume_from_checkpoint", "latest"], "holds no complete checkpoint"),
 ])
 def test_config_errors(args, expected, tmp_path):
     r = run_cli("train", *args, "--output_dir", tmp_path, timeout=120)
@@ -76,6 +79,7 @@ def test_gsm8k_offline_error(tmp_path):
     (["eval", "--model", "m", "--pass_k", "two"], "argument --pass_k: 'two' is not a whole number"),
     (["memory", "--model", "qwen2.5-0.5b", "--gpus", "0"], "argument --gpus: '0' must be greater than 0"),
     (["bench", "--shapes", "7b", "--data_dir", "{data}"], "the benchmark knows the shapes 0.5b, 1.5b, tiny"),
+    (["eval", "--model", "runs/typo/checkpoint-9"], "--model='runs/typo/checkpoint-9': no such file or folder"),
 ])
 def test_command_argument_errors(command, expected, tmp_path):
     for d in ("gsm8k", "qwen2.5-tokenizer"): (tmp_path / d).mkdir()      # what bench's --data_dir must hold

@@ -1,6 +1,6 @@
 """The lean-memory paths of the update give the same step as the plain ones: micro-batches bucketed by length and
 cut to their longest completion, the chunked lm_head, and bitsandbytes' 8-bit AdamW (states really 8-bit)."""
-import copy
+import copy, tempfile
 import pytest
 import torch
 from grpo_edu.config import GRPOConfig
@@ -12,7 +12,7 @@ from grpo_edu.trainer import GRPOTrainer
 def make_trainer(**kw):
     tok = toy_tokenizer(); model = toy_model(tok, seed=0)
     args = GRPOConfig(**{**dict(max_steps=2, per_device_train_batch_size=16, gradient_accumulation_steps=4, num_generations=8,
-                                max_completion_length=8, max_prompt_length=None, output_dir="/tmp/ge_mem", eval_dataset=None,
+                                max_completion_length=8, max_prompt_length=None, output_dir=tempfile.mkdtemp(), eval_dataset=None,
                                 learning_rate=1e-3, beta=0.04, seed=3), **kw})
     sevens = lambda completions, **k: [float(c.count("7")) - 0.3 * len(c) for c in completions]   # varied lengths pay off
     return GRPOTrainer(model, sevens, args, addition_dataset(64, seed=0), processing_class=tok)

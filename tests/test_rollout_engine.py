@@ -1,5 +1,6 @@
 """The static-cache rollout engine against HF generate: real tokenizer and GSM8K prompts, the trainer's use of it,
 and (on a GPU) the captured CUDA graph in bf16 autocast."""
+import tempfile
 import torch
 import pytest
 from transformers import AutoTokenizer, GenerationConfig, Qwen2Config, Qwen2ForCausalLM
@@ -76,7 +77,7 @@ def test_trainer_uses_static_engine_and_it_follows_training():
     from grpo_edu.trainer import GRPOTrainer
     tok = toy_tokenizer(); model = toy_model(tok, seed=0)
     args = GRPOConfig(max_steps=3, per_device_train_batch_size=32, num_generations=8, max_completion_length=6,
-                      max_prompt_length=None, output_dir="/tmp/ge_static", eval_dataset=None, rollout_engine="static",
+                      max_prompt_length=None, output_dir=tempfile.mkdtemp(), eval_dataset=None, rollout_engine="static",
                       learning_rate=1e-3, beta=0.0)
     sevens = lambda completions, **kw: [float(c.count("7")) for c in completions]     # a reward with signal
     tr = GRPOTrainer(model, sevens, args, addition_dataset(64, seed=0), processing_class=tok)
@@ -137,7 +138,7 @@ def test_release_memory_frees_the_cache_between_rollouts():
     from grpo_edu.trainer import GRPOTrainer
     tok = toy_tokenizer(); model = toy_model(tok, seed=0)
     args = GRPOConfig(max_steps=2, per_device_train_batch_size=16, num_generations=8, max_completion_length=6,
-                      max_prompt_length=None, output_dir="/tmp/ge_release", eval_dataset=None, rollout_engine="static",
+                      max_prompt_length=None, output_dir=tempfile.mkdtemp(), eval_dataset=None, rollout_engine="static",
                       rollout_release_memory=True)
     tr = GRPOTrainer(model, "accuracy", args, addition_dataset(32, seed=0), processing_class=tok)
     tr.train()
