@@ -35,6 +35,9 @@ def _write(path, text):
     (["--model_name_or_path", "./no-such-model"], "model_name_or_path='./no-such-model': no such file or folder"),
     (["--reward_funcs", "accuracy,./no-such-rm"], "reward_funcs='./no-such-rm': no such file or folder"),
     (["--resume_from_checkpoint", "latest"], "holds no complete checkpoint"),
+    (["--save_steps", "-1"], "save_steps=-1 must be ≥ 0"),                  # was a checkpoint at every step
+    (["--adam_beta1", "1.5"], "adam_beta1=1.5 must be in [0, 1)"),          # was torch's traceback after the model loaded
+    (["--top_k", "-3"], "top_k=-3 must be ≥ 0"),                            # was transformers' traceback mid-rollout
 ])
 def test_config_errors(args, expected, tmp_path):
     r = run_cli("train", *args, "--output_dir", tmp_path, timeout=120)
