@@ -83,6 +83,7 @@ def test_gsm8k_offline_error(tmp_path):
     (["memory", "--model", "qwen2.5-0.5b", "--gpus", "0"], "argument --gpus: '0' must be greater than 0"),
     (["bench", "--shapes", "7b", "--data_dir", "{data}"], "the benchmark knows the shapes 0.5b, 1.5b, tiny"),
     (["eval", "--model", "runs/typo/checkpoint-9"], "--model='runs/typo/checkpoint-9': no such file or folder"),
+    (["eval", "--model", "{data}", "--dataset", "toy", "--split", "validation"], "the toy task has the splits train, test"),
 ])
 def test_command_argument_errors(command, expected, tmp_path):
     for d in ("gsm8k", "qwen2.5-tokenizer"): (tmp_path / d).mkdir()      # what bench's --data_dir must hold
