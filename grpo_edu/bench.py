@@ -155,8 +155,8 @@ def write_record(
             cmds = [c for c in old["command"].split("; ") if c != rec["command"]] + [rec["command"]]
             rec = {**rec, "command": "; ".join(cmds), "results": [r for r in old["results"] if r["model"] not in mine] + rec["results"]}
         else: path = path.with_name(f"{path.stem}-{datetime.datetime.now():%H%M%S}.json")   # never overwrite another config
-    tmp = path.with_suffix(".tmp"); tmp.write_text(json.dumps(rec, indent=1)); tmp.replace(path)
-    return path
+    from grpo_edu.monitor import write_json
+    return write_json(path, rec)                                   # atomic: a run killed mid-write keeps the last record
 
 # %% ../nbs/api/12_bench.ipynb #da58ee54
 def run_bench(
