@@ -167,9 +167,9 @@ def validate(self: GRPOConfig, num_processes: int = 1) -> GRPOConfig:
         check_local_path(c.model_name_or_path, "model_name_or_path", MODEL_EXAMPLE)
     if not c.reward_funcs: _err("reward_funcs is empty: GRPO needs at least one reward function, e.g. [accuracy].")
     for f in c.reward_funcs:   # a name that is no built-in, no folder and no org/name Hub id is a typo, not a reward model
-        if isinstance(f, str) and f not in REWARD_FUNCS:
-            check_local_path(f, "reward_funcs", "a reward model's folder, or a Hub id such as OpenAssistant/reward-model-deberta-v3-base")
-        if isinstance(f, str) and f not in REWARD_FUNCS and "/" not in f and not Path(f).exists():
+        if not isinstance(f, str) or f in REWARD_FUNCS: continue
+        check_local_path(f, "reward_funcs", "a reward model's folder, or a Hub id such as OpenAssistant/reward-model-deberta-v3-base")
+        if "/" not in f and not Path(f).exists():
             _err(f"reward_funcs: {f!r} is neither a built-in reward ({', '.join(REWARD_FUNCS)}) nor a reward model (a "
                  f"local folder, or a Hub id such as OpenAssistant/reward-model-deberta-v3-base).{closest(f, tuple(REWARD_FUNCS))}")
     if c.reward_weights is not None and len(c.reward_weights) != len(c.reward_funcs):
