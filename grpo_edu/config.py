@@ -21,7 +21,7 @@ from .errors import GRPOEduError, check_local_path, closest
 from .loss import LOSS_TYPES
 from .advantages import SCALE_REWARDS
 from .checkpoint import latest_checkpoint, resolve_checkpoint
-from .rewards import REWARD_FUNCS
+from .rewards import REWARD_FUNCS, import_reward_func, is_import_path
 
 # %% ../nbs/api/06_config.ipynb #696ff3ab
 @dataclass
@@ -33,7 +33,7 @@ class GRPOConfig:
     dataset_path: str | None = None          # a local copy of GSM8K (file or folder), used with dataset="gsm8k"
     eval_dataset: str | None = "auto"        # "auto": the task's test split when it has an `answer` column; None: no eval
     eval_max_samples: int | None = None      # evaluate on the first N eval prompts (None: all)
-    reward_funcs: list = field(default_factory=lambda: ["accuracy"])  # names in grpo_edu.rewards, or reward-model ids
+    reward_funcs: list = field(default_factory=lambda: ["accuracy"])  # built-in names, my_module.my_func, or reward-model ids
     reward_weights: list | None = None       # one weight per reward function (None: all 1.0)
     torch_dtype: str = "float32"             # weights' dtype: "float32" (fp32 master weights), "bfloat16", "auto"
     # batch (TRL semantics: per_device_train_batch_size counts completions)
@@ -168,10 +168,12 @@ def validate(self: GRPOConfig, num_processes: int = 1) -> GRPOConfig:
     if not c.reward_funcs: _err("reward_funcs is empty: GRPO needs at least one reward function, e.g. [accuracy].")
     for f in c.reward_funcs:   # a name that is no built-in, no folder and no org/name Hub id is a typo, not a reward model
         if not isinstance(f, str) or f in REWARD_FUNCS: continue
+        if is_import_path(f) and not Path(f).exists(): import_reward_func(f); continue   # your function: importable?
         check_local_path(f, "reward_funcs", "a reward model's folder, or a Hub id such as OpenAssistant/reward-model-deberta-v3-base")
         if "/" not in f and not Path(f).exists():
-            _err(f"reward_funcs: {f!r} is neither a built-in reward ({', '.join(REWARD_FUNCS)}) nor a reward model (a "
-                 f"local folder, or a Hub id such as OpenAssistant/reward-model-deberta-v3-base).{closest(f, tuple(REWARD_FUNCS))}")
+            _err(f"reward_funcs: {f!r} is neither a built-in reward ({', '.join(REWARD_FUNCS)}), nor your function's import "
+                 f"path (my_rewards.exact for exact() in ./my_rewards.py), nor a reward model (a local folder, or a Hub id "
+                 f"such as OpenAssistant/reward-model-deberta-v3-base).{closest(f, tuple(REWARD_FUNCS))}")
     if c.reward_weights is not None and len(c.reward_weights) != len(c.reward_funcs):
         _err(f"reward_weights has {len(c.reward_weights)} values but reward_funcs has {len(c.reward_funcs)}: give one weight per function.")
     if c.lr_scheduler_type not in ("linear", "cosine", "constant", "constant_with_warmup"):

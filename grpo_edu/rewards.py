@@ -6,7 +6,8 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/rewards.html.md"""
 
 # %% auto #0
 __all__ = ['REWARD_FUNCS', 'completion_text', 'parse_number', 'extract_gsm8k_answer', 'extract_final_answer', 'answers_match',
-           'accuracy_reward', 'format_reward', 'length_reward', 'ModelReward', 'get_reward_func']
+           'accuracy_reward', 'format_reward', 'length_reward', 'ModelReward', 'get_reward_func', 'is_import_path',
+           'import_reward_func']
 
 # %% ../nbs/api/02_rewards.ipynb #48cb77f8
 """Reward functions with TRL's signature: correctness on GSM8K-style answers, format, length, and a reward model.
@@ -14,9 +15,10 @@ __all__ = ['REWARD_FUNCS', 'completion_text', 'parse_number', 'extract_gsm8k_ans
 Why rule-based rewards are safe here: GSM8K answers are single numbers, so a numeric comparison is an exact
 verifier (DeepSeekMath's "outcome supervision"); nothing needs to be learned about what a correct answer looks like.
 """
-import math, re
+import importlib, math, os, re, sys
+from pathlib import Path
 import torch
-from .errors import GRPOEduError
+from .errors import GRPOEduError, closest
 
 # %% ../nbs/api/02_rewards.ipynb #8895081c
 def completion_text(completion) -> str:
@@ -118,7 +120,39 @@ REWARD_FUNCS = {"accuracy": accuracy_reward, "format": format_reward, "length": 
 
 # %% ../nbs/api/02_rewards.ipynb #e7f37574
 def get_reward_func(name):
-    "A reward function by name (`accuracy`, `format`, `length`), a `ModelReward` for a model id/path; callables pass through."
+    "A built-in by name (`accuracy`, `format`, `length`), your function by import path, else a `ModelReward`; callables pass through."
     if callable(name): return name
     if name in REWARD_FUNCS: return REWARD_FUNCS[name]
+    if is_import_path(name) and not Path(name).exists(): return import_reward_func(name)   # a folder named a.b is a model
     return ModelReward(name)
+
+# %% ../nbs/api/02_rewards.ipynb #e1d54a88
+def is_import_path(name: str) -> bool:
+    "True for a dotted import path such as `my_rewards.exact` (how TRL's CLI names your own reward function)."
+    parts = name.split(".")
+    return len(parts) > 1 and all(p.isidentifier() for p in parts)
+
+def import_reward_func(path: str):
+    "The function that a dotted import path names (`my_rewards.exact`: `exact` in my_rewards.py), importable from the working folder as in TRL."
+    module_name, attr = path.rsplit(".", 1)
+    if os.getcwd() not in sys.path: sys.path.insert(0, os.getcwd())     # as TRL's CLI: your file beside your command
+    try: module = importlib.import_module(module_name)
+    except ModuleNotFoundError as e:
+        if e.name is None or not (module_name == e.name or module_name.startswith(e.name + ".")): raise _import_failed(path, module_name, e)
+        raise GRPOEduError(f"reward_funcs: {path!r} names `{attr}` in the module `{module_name}`, but there is no module "
+                           f"`{e.name}` (searched {os.getcwd()} and the installed packages). Put {module_name.replace('.', '/')}.py "
+                           f"in the folder you run grpo-edu from, or install its package.") from None
+    except Exception as e: raise _import_failed(path, module_name, e)
+    f = getattr(module, attr, None)
+    if f is None:
+        names = [n for n, v in vars(module).items() if callable(v) and not n.startswith("_")]
+        raise GRPOEduError(f"reward_funcs: the module `{module_name}` ({getattr(module, '__file__', '?')}) has no `{attr}`. "
+                           f"Its functions: {', '.join(names) or 'none'}.{closest(attr, names)}")
+    if not callable(f):
+        raise GRPOEduError(f"reward_funcs: `{path}` is a {type(f).__name__}, not a function. Name a function that takes "
+                           f"prompts, completions, completion_ids and the dataset columns as keyword arguments.")
+    return f
+
+def _import_failed(path, module_name, e):
+    return GRPOEduError(f"reward_funcs: importing `{module_name}` (for {path!r}) raised {type(e).__name__}: {e}. Fix the "
+                        f"module: `python -c \"import {module_name}\"` in the same folder shows the full error.")

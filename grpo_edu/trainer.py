@@ -18,14 +18,15 @@ One step reads top to bottom as DeepSeekMath's algorithm: sample prompts → G c
 - With num_iterations=1, π_old = π_θ and old log-probs are not computed (the loss uses logps.detach()).
 - The reference model exists only when beta > 0.
 """
-import contextlib, copy, json, math, shutil, signal, time
+import asyncio, contextlib, copy, inspect, json, math, numbers, shutil, signal, time
+from concurrent.futures import ThreadPoolExecutor
 from collections import defaultdict
 from pathlib import Path
 import torch
 from accelerate import Accelerator
 from accelerate.utils import gather_object, set_seed
 from tqdm.auto import tqdm
-from transformers import AutoModelForCausalLM, AutoTokenizer, get_scheduler
+from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerState, get_scheduler
 from transformers.utils import logging as hf_logging
 from .advantages import group_advantages, group_reward_std, nanstd
 from .checkpoint import checkpoint_tmp, checkpoints, load_trainer_state, resolve_checkpoint, rng_state, save_checkpoint, set_rng_state
@@ -60,45 +61,59 @@ def load_policy(name: str, torch_dtype: str = "float32", field: str = "model_nam
 # %% ../nbs/api/09_trainer.ipynb #4da265e8
 def _reward_name(f) -> str: return getattr(f, "__name__", type(f).__name__)
 
+def _await(vals):
+    "What a reward call returned; an `async def` function's coroutine runs on its own event loop in a worker thread."
+    if not inspect.isawaitable(vals): return vals
+    async def wait(): return await vals                       # a thread, so it also works in Jupyter (its loop runs)
+    with ThreadPoolExecutor(1) as pool: return pool.submit(asyncio.run, wait()).result()
+
+def _as_float(v) -> float | None:
+    "A reward value as TRL's `torch.tensor(values, dtype=float32)` takes it: None, bool, int, float, numpy or 1-element tensor."
+    if v is None: return float("nan")
+    if torch.is_tensor(v) and v.numel() == 1: v = v.item()
+    elif getattr(v, "shape", None) == () and hasattr(v, "item"): v = v.item()   # numpy scalars (np.float32, np.bool_)
+    return float(v) if isinstance(v, numbers.Real) else None
+
 def call_reward_funcs(
-    funcs: list,             # callables f(prompts, completions, completion_ids, **columns)
+    funcs: list,             # callables f(prompts, completions, completion_ids, **columns), plain or `async def`
     prompts: list,           # N prompts (each repeated G times)
     completions: list,       # N completions (strings or message lists)
     completion_ids: list,    # N lists of token ids
     columns: dict,           # dataset columns (other than prompt), each a list of N values
-) -> torch.Tensor:           # (N, F) rewards, NaN where a function returned None
+    extras: dict | None = None,  # TRL's other keyword arguments: trainer_state, log_metric, log_extra
+) -> torch.Tensor:           # (N, F) rewards, NaN where a function returned None (or NaN)
     "Run every reward function on the batch and check what comes back."
-    out = torch.empty(len(completions), len(funcs))
+    out, extras = torch.empty(len(completions), len(funcs)), extras or {}
     for j, f in enumerate(funcs):
         name = _reward_name(f)
         try:
-            vals = f(prompts=prompts, completions=completions, completion_ids=completion_ids, **columns)
+            vals = _await(f(prompts=prompts, completions=completions, completion_ids=completion_ids, **columns, **extras))
         except Exception as e:
-            row = _failing_row(f, prompts, completions, completion_ids, columns)
+            row = _failing_row(f, prompts, completions, completion_ids, columns, extras)
             raise GRPOEduError(f"reward function `{name}` raised {type(e).__name__}: {e}" +
                                (f" — on row {row} (completion {completions[row]!r:.120})" if row is not None else "") +
                                ". Fix the function (it must accept prompts, completions, completion_ids and the dataset "
                                "columns as keyword arguments, and return one float or None per completion).") from None
-        if not isinstance(vals, (list, tuple)) or len(vals) != len(completions):
-            got = len(vals) if isinstance(vals, (list, tuple)) else type(vals).__name__
-            raise GRPOEduError(f"reward function `{name}` returned {got} values for {len(completions)} completions: "
-                               f"it must return a list with one float (or None) per completion.")
+        try: n = None if isinstance(vals, (str, bytes, dict)) else len(vals)
+        except TypeError: n = None
+        if n != len(completions):
+            raise GRPOEduError(f"reward function `{name}` returned {type(vals).__name__ if n is None else n} values for "
+                               f"{len(completions)} completions: it must return a list with one float (or None) per completion.")
         for i, v in enumerate(vals):
-            if v is None: out[i, j] = float("nan"); continue
-            if isinstance(v, bool) or not isinstance(v, (int, float)) and not (torch.is_tensor(v) and v.numel() == 1):
+            x = _as_float(v)
+            if x is None:
                 raise GRPOEduError(f"reward function `{name}` returned {v!r} ({type(v).__name__}) for row {i}: rewards "
                                    f"must be numbers (or None to leave a completion unscored).")
-            v = float(v)
-            if not math.isfinite(v):
-                raise GRPOEduError(f"reward function `{name}` returned {v} for row {i} (completion {completions[i]!r:.120}): "
+            if math.isinf(x):
+                raise GRPOEduError(f"reward function `{name}` returned {x} for row {i} (completion {completions[i]!r:.120}): "
                                    f"rewards must be finite. Return None to leave a completion unscored.")
-            out[i, j] = v
+            out[i, j] = x                                     # NaN stays NaN: unscored, as None (and as in TRL)
     return out
 
-def _failing_row(f, prompts, completions, completion_ids, columns):
+def _failing_row(f, prompts, completions, completion_ids, columns, extras):
     for i in range(len(completions)):
-        try: f(prompts=prompts[i:i + 1], completions=completions[i:i + 1], completion_ids=completion_ids[i:i + 1],
-               **{k: v[i:i + 1] for k, v in columns.items()})
+        try: _await(f(prompts=prompts[i:i + 1], completions=completions[i:i + 1], completion_ids=completion_ids[i:i + 1],
+                      **{k: v[i:i + 1] for k, v in columns.items()}, **extras))
         except Exception: return i
     return None
 
@@ -173,6 +188,9 @@ class GRPOTrainer:
         self.prompts_per_process = args.per_device_train_batch_size * args.gradient_accumulation_steps // args.num_generations
         rounds = math.ceil(len(self.train_dataset) * args.num_train_epochs / (self.prompts_per_process * acc.num_processes))
         self.max_steps = args.max_steps if args.max_steps > 0 else rounds * args.num_iterations
+        self.state = TrainerState(max_steps=self.max_steps, num_train_epochs=args.num_train_epochs,   # what TRL hands
+                                  logging_steps=args.logging_steps, save_steps=args.save_steps,      # reward functions
+                                  train_batch_size=args.per_device_train_batch_size)                 # as trainer_state
         self.scheduler = get_scheduler(args.lr_scheduler_type, opt, num_warmup_steps=math.ceil(args.warmup_ratio * self.max_steps),
                                        num_training_steps=self.max_steps)
         if acc.distributed_type.name == "DEEPSPEED": fill_deepspeed_config(acc.state.deepspeed_plugin.deepspeed_config, args)
@@ -272,8 +290,13 @@ def _generate_and_score(self: GRPOTrainer, rows: list[dict]):
     texts = self.tokenizer.batch_decode(cids, skip_special_tokens=True)
     completions = [[{"role": "assistant", "content": t}] if is_conversational(p) else t for p, t in zip(prompts_n, texts)]
     columns = {k: [r[k] for r in rows for _ in range(G)] for k in rows[0] if k != "prompt"}
+    self.state.global_step = self.step                     # optimizer steps done; epoch = share of the prompts drawn
+    self.state.epoch = self.step // a.num_iterations * self.prompts_per_process * acc.num_processes / len(self.train_dataset)
+    logged, extra = defaultdict(list), defaultdict(list)   # what reward functions ask to log (TRL's log_metric, log_extra)
+    extras = {"trainer_state": self.state, "log_metric": lambda name, value: logged[name].append(float(value)),
+              "log_extra": lambda column, values: extra[column].extend(values)}
     rpf = call_reward_funcs(self.reward_funcs, prompts_n, completions, [c[m.bool()].tolist() for c, m in zip(cids, cmask)],
-                            columns).to(dev)                                                  # (N, F)
+                            columns, extras).to(dev)                                          # (N, F)
     # global view (whole groups per process, so group stats are local; batch stats and metrics are global)
     rpf_all = acc.gather(rpf)                                                                 # (N·procs, F)
     rewards_all = (rpf_all * self.reward_weights.to(dev)).nansum(1)
@@ -303,8 +326,12 @@ def _generate_and_score(self: GRPOTrainer, rows: list[dict]):
     for j, name in enumerate(self.reward_names):
         metrics[f"rewards/{name}/mean"] = torch.nanmean(rpf_all[:, j]).item()
         metrics[f"rewards/{name}/std"] = torch.nan_to_num(nanstd(rpf_all[:, j])).item()
+    sums = gather_object([{k: (sum(v), len(v)) for k, v in logged.items()}])  # log_metric: mean over every process
+    for k in sorted({k for s in sums for k in s}):
+        metrics[k] = sum(s[k][0] for s in sums if k in s) / sum(s[k][1] for s in sums if k in s)
     samples = [{"prompt": prompts_n[i], "completion": texts[i], "reward": rewards_all[local][i].item(),
-                "advantage": adv_all[local][i].item()} for i in range(min(a.num_completions_to_print, n))]
+                "advantage": adv_all[local][i].item(), **{c: v[i] for c, v in extra.items() if i < len(v)}}
+               for i in range(min(a.num_completions_to_print, n))]
     return batch, metrics, samples
 GRPOTrainer._generate_and_score = _generate_and_score
 
@@ -515,7 +542,8 @@ def train(self: GRPOTrainer) -> dict:
             row["step_time"] = time.time() - t0
             window.append(row)
             if self.step % a.logging_steps == 0 or self.step == self.max_steps:
-                logged = {"step": self.step, **{k: sum(r[k] for r in window) / len(window) for k in window[0]}}
+                keys = dict.fromkeys(k for r in window for k in r)           # a reward's log_metric may skip a step
+                logged = {"step": self.step, **{k: sum(vs) / len(vs) for k in keys if (vs := [r[k] for r in window if k in r])}}
                 logged["skipped_step"] = sum(r["skipped_step"] for r in window); window = []
                 for w in self.health.update(logged):
                     if main: tqdm.write(f"[grpo-edu] warning at step {self.step}: {HEALTH_ADVICE[w]}")

@@ -180,3 +180,19 @@ def test_dataset_without_prompt_and_empty(tmp_path):
 def test_batch_not_multiple_with_accumulation_names_numbers():
     with pytest.raises(GRPOEduError, match="per_device_train_batch_size=10 is not a multiple of num_generations=4.*4, 8, 12"):
         GRPOConfig(per_device_train_batch_size=10, num_generations=4, gradient_accumulation_steps=2).validate()
+
+
+def test_own_reward_function_by_import_path(tmp_path):
+    "A TRL reward function in the user's own file, named as in TRL's CLI (module.function), trains; a typo is one paragraph."
+    _write(tmp_path / "my_rewards.py", "def exact(completions, answer, trainer_state, log_metric, **kwargs):\n"
+                                       "    log_metric('my/step', trainer_state.global_step)\n"
+                                       "    return [c.strip() == a for c, a in zip(completions, answer)]   # bools, as TRL allows\n")
+    r = run_cli("train", "--reward_funcs", "accuracy,my_rewards.exact", *FAST, "--output_dir", tmp_path / "out",
+                cwd=tmp_path, timeout=180)
+    assert r.returncode == 0, r.stderr[-2000:]
+    row = json.loads((tmp_path / "out" / "metrics.jsonl").read_text().splitlines()[-1])
+    assert "rewards/exact/mean" in row and row["my/step"] == 0, row
+    for name, expected in [("my_reward.exact", "there is no module `my_reward`"), ("my_rewards.exakt", "Did you mean `exact`?")]:
+        r = run_cli("train", "--reward_funcs", name, *FAST, "--output_dir", tmp_path / "bad", cwd=tmp_path, timeout=120)
+        assert r.returncode == 2 and expected in r.stderr and "Traceback" not in r.stderr, r.stderr
+        assert not (tmp_path / "bad").exists()

@@ -117,3 +117,33 @@ def test_reward_metrics_equal_trl(tmp_path, scale):
     _, ours, _ = ours_tr._generate_and_score(ours_tr._prompt_rows(0))
     for k in ("reward", "reward_std", "frac_reward_zero_std", "rewards/fixed/mean", "rewards/fixed/std"):
         assert ours[k] == pytest.approx(theirs[k], rel=1e-5, abs=1e-6), (k, ours[k], theirs[k])
+
+
+def test_trl_reward_functions_run_unchanged(tmp_path):
+    "Reward functions written for TRL (bools, numpy, tensors with NaN, async, trainer_state, log_metric) give TRL's metrics."
+    import asyncio
+    import numpy as np
+    from grpo_edu.config import GRPOConfig
+    from grpo_edu.trainer import GRPOTrainer
+    def as_bools(completions, **kw): return [i % 3 == 0 for i in range(len(completions))]
+    def as_numpy(completions, **kw): return np.arange(len(completions), dtype=np.float32) ** 2 / 7
+    def as_tensor(completions, **kw): return torch.tensor([float("nan") if i % 4 == 1 else i / 3 for i in range(len(completions))])
+    async def remote(completions, **kw): await asyncio.sleep(0); return [np.int64(i % 5) for i in range(len(completions))]
+    def staged(completions, trainer_state, log_metric, **kw):
+        log_metric("stage", trainer_state.global_step + 0.5)
+        return [float(trainer_state.global_step + 1)] * len(completions)
+    funcs = [as_bools, as_numpy, as_tensor, remote, staged]
+    t = make_trl(tmp_path, reward_funcs=funcs, per_device_train_batch_size=16)
+    torch.manual_seed(0)
+    t._generate_and_score_completions([{"prompt": f"{i}+{i}=", "answer": "0"} for i in range(4) for _ in range(4)])
+    theirs = {k: v[-1] for k, v in (t._metrics["train"] or t._metrics["eval"]).items()}
+    tok = toy_tokenizer()
+    ours_tr = GRPOTrainer(toy_model(tok, hidden_size=32, num_layers=2, seed=0), funcs,
+                          GRPOConfig(output_dir=str(tmp_path / "ours"), num_generations=4, per_device_train_batch_size=16,
+                                     max_completion_length=6, eval_dataset=None, max_steps=1),
+                          Dataset.from_list([{"prompt": f"{i}+{i}=", "answer": "0"} for i in range(16)]), None, tok)
+    _, ours, _ = ours_tr._generate_and_score(ours_tr._prompt_rows(0))
+    keys = ["reward", "reward_std", "stage"] + [f"rewards/{f.__name__}/{s}" for f in funcs for s in ("mean", "std")]
+    for k in keys:
+        assert k in theirs, (k, sorted(theirs))
+        assert ours[k] == pytest.approx(theirs[k], rel=1e-5, abs=1e-6), (k, ours[k], theirs[k])
