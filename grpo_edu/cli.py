@@ -84,7 +84,7 @@ def cmd_train(argv: list[str]) -> int:
     summary = trainer.train()
     trainer.accelerator.wait_for_everyone(); trainer.accelerator.end_training()   # every process leaves together, cleanly
     if not trainer.accelerator.is_main_process: return 0
-    if summary.get("interrupted"): return 130
+    if summary.get("interrupted"): return summary["exit_status"]          # 130 after Ctrl-C, 143 after SIGTERM
     out = Path(args.output_dir)
     print(f"\n[grpo-edu] done: {summary['steps']} steps in {summary['wall_s']} s")
     if summary.get("eval_before"):

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, fields, asdict
 from pathlib import Path
 import yaml
 from .errors import GRPOEduError, check_local_path, closest
-from .loss import LOSS_TYPES
+from .loss import IMPORTANCE_SAMPLING_LEVELS, LOSS_TYPES
 from .advantages import SCALE_REWARDS
 from .checkpoint import latest_checkpoint, resolve_checkpoint
 from .rewards import REWARD_FUNCS, import_reward_func, is_import_path
@@ -57,6 +57,7 @@ class GRPOConfig:
     epsilon: float = 0.2                     # clip range, lower side
     epsilon_high: float | None = None        # clip range, upper side (None: epsilon)
     loss_type: str = "dapo"                  # grpo | bnpo | dr_grpo | dapo (TRL's default)
+    importance_sampling_level: str = "token" # token (GRPO) | sequence (GSPO: one clipped ratio per completion)
     scale_rewards: str = "group"             # group | batch | none
     mask_truncated_completions: bool = False # drop completions that hit max_completion_length from the loss
     # optimisation
@@ -144,6 +145,9 @@ def validate(self: GRPOConfig, num_processes: int = 1) -> GRPOConfig:
         _err(f"learning_rate={c.learning_rate!r} must be a positive number (1e-6 is typical for a 0.5B model).")
     if c.loss_type not in LOSS_TYPES:
         _err(f"loss_type={c.loss_type!r} is not supported. Valid values: {', '.join(LOSS_TYPES)}.{closest(str(c.loss_type), LOSS_TYPES)}")
+    if c.importance_sampling_level not in IMPORTANCE_SAMPLING_LEVELS:
+        _err(f"importance_sampling_level={c.importance_sampling_level!r} is not supported. Valid values: token (one ratio per "
+             f"token, GRPO), sequence (one per completion, GSPO).{closest(str(c.importance_sampling_level), IMPORTANCE_SAMPLING_LEVELS)}")
     if c.scale_rewards not in SCALE_REWARDS:
         _err(f"scale_rewards={c.scale_rewards!r} is not supported. Valid values: {', '.join(SCALE_REWARDS)}.")
     if c.beta < 0: _err(f"beta={c.beta} must be ≥ 0 (0 disables the KL term and the reference model).")

@@ -86,7 +86,7 @@ def length_reward(completions, **kwargs) -> list[float]:
 
 # %% ../nbs/api/02_rewards.ipynb #7724d261
 class ModelReward:
-    "A sequence-classification reward model (id or path) used as a TRL-signature reward function."
+    "A sequence-classification reward model (id, path or loaded model) as a TRL-signature reward function, scored as TRL scores it."
     def __init__(self, model, tokenizer=None, batch_size: int = 16, device=None):
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
         if isinstance(model, str):
@@ -99,19 +99,36 @@ class ModelReward:
                     f"a built-in name ({', '.join(REWARD_FUNCS)}) or a sequence-classification model: a local folder, "
                     f"or a Hub id that is reachable or in the local cache (`hf download {model}` where there is "
                     f"network).") from None
-        self.model, self.tokenizer, self.batch_size = model.eval(), tokenizer, batch_size
-        if self.tokenizer.pad_token is None: self.tokenizer.pad_token = self.tokenizer.eos_token
+        cfg = getattr(model, "config", None)
+        name = getattr(cfg, "_name_or_path", "") or ""
+        if tokenizer is None:                               # as TRL: the tokenizer saved with the model
+            try: tokenizer = AutoTokenizer.from_pretrained(name) if name else None
+            except (OSError, ValueError): tokenizer = None
+            if tokenizer is None:
+                raise GRPOEduError(f"reward_funcs: the reward model {type(model).__name__} came without a tokenizer and its "
+                                   f"config names none that loads ({name!r}). Pass it: GRPOTrainer(..., reward_processing_classes="
+                                   f"[tokenizer]) or ModelReward(model, tokenizer).")
+        if tokenizer.pad_token is None: tokenizer.pad_token = tokenizer.eos_token
+        if cfg is not None: (cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg).pad_token_id = tokenizer.pad_token_id
+        self.model, self.tokenizer, self.batch_size = model.eval(), tokenizer, batch_size   # the score: last non-pad token
         if device is not None: self.model.to(device)
-        name = getattr(getattr(model, "config", None), "_name_or_path", "") or "reward_model"
         self.__name__ = name.rstrip("/").split("/")[-1] or "reward_model"
+
+    def texts(self, prompts, completions) -> list[str]:
+        "What the model reads: prompt + completion, through the tokenizer's chat template when the prompts are chats (as TRL)."
+        if not isinstance(prompts[0], list): return [p + completion_text(c) for p, c in zip(prompts, completions)]
+        as_msgs = lambda c: c if isinstance(c, list) else [{"role": "assistant", "content": c}]
+        if not getattr(self.tokenizer, "chat_template", None):
+            raise GRPOEduError(f"reward model `{self.__name__}`: the prompts are chats but its tokenizer has no chat template. "
+                               f"Use string prompts, or give the reward model a tokenizer with a chat template.")
+        return [self.tokenizer.apply_chat_template(p + as_msgs(c), tokenize=False) for p, c in zip(prompts, completions)]
 
     @torch.no_grad()
     def __call__(self, prompts, completions, **kwargs) -> list[float]:
-        as_text = lambda m: m if isinstance(m, str) else "\n".join(str(x.get("content", "")) for x in m)
-        texts = [as_text(p) + completion_text(c) for p, c in zip(prompts, completions)]
-        dev, out = next(self.model.parameters()).device, []
-        for i in range(0, len(texts), self.batch_size):
-            enc = self.tokenizer(texts[i:i + self.batch_size], return_tensors="pt", padding=True).to(dev)
+        texts, dev, out = self.texts(prompts, completions), next(self.model.parameters()).device, []
+        for i in range(0, len(texts), self.batch_size):       # right-padded, no special tokens added: TRL's inputs
+            enc = self.tokenizer(texts[i:i + self.batch_size], return_tensors="pt", padding=True, padding_side="right",
+                                 add_special_tokens=False).to(dev)
             out += self.model(**enc).logits[:, 0].float().tolist()
         return out
 
@@ -119,12 +136,13 @@ class ModelReward:
 REWARD_FUNCS = {"accuracy": accuracy_reward, "format": format_reward, "length": length_reward}
 
 # %% ../nbs/api/02_rewards.ipynb #e7f37574
-def get_reward_func(name):
+def get_reward_func(name, processing_class=None):
     "A built-in by name (`accuracy`, `format`, `length`), your function by import path, else a `ModelReward`; callables pass through."
+    if isinstance(name, torch.nn.Module): return ModelReward(name, processing_class)   # a loaded reward model (as TRL)
     if callable(name): return name
     if name in REWARD_FUNCS: return REWARD_FUNCS[name]
     if is_import_path(name) and not Path(name).exists(): return import_reward_func(name)   # a folder named a.b is a model
-    return ModelReward(name)
+    return ModelReward(name, processing_class)
 
 # %% ../nbs/api/02_rewards.ipynb #e1d54a88
 def is_import_path(name: str) -> bool:

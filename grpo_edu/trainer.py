@@ -36,7 +36,7 @@ from .errors import GRPOEduError, check_local_path
 from .logprobs import per_token_logps
 from .loss import grpo_loss, grpo_loss_metrics
 from .monitor import HEALTH_ADVICE, HealthMonitor, MetricsWriter, plot_metrics, trim_jsonl, write_json
-from .rewards import accuracy_reward, get_reward_func
+from .rewards import ModelReward, accuracy_reward, get_reward_func
 from .rollout import encode_prompts, generate_completions, is_conversational
 
 # %% ../nbs/api/09_trainer.ipynb #2ebb9097
@@ -163,7 +163,8 @@ class GRPOTrainer:
                  args: GRPOConfig | None = None,
                  train_dataset=None,          # a datasets.Dataset with a `prompt` column
                  eval_dataset=None,           # optional, with `prompt` and `answer`: greedy accuracy before/after
-                 processing_class=None):      # the tokenizer (needed when `model` is already loaded)
+                 processing_class=None,       # the tokenizer (needed when `model` is already loaded)
+                 reward_processing_classes=None):  # tokenizers of reward models, one per reward function (None: their own)
         self.args = args = args if args is not None else GRPOConfig()
         self.accelerator = acc = Accelerator(mixed_precision="bf16" if self._use_bf16() else "no")
         args.validate(acc.num_processes)
@@ -171,7 +172,13 @@ class GRPOTrainer:
         funcs = list(reward_funcs) if isinstance(reward_funcs, (list, tuple)) else [reward_funcs]
         if args.reward_weights is not None and len(args.reward_weights) != len(funcs):
             raise GRPOEduError(f"reward_weights has {len(args.reward_weights)} values but there are {len(funcs)} reward functions.")
-        self.reward_funcs = [get_reward_func(f) for f in funcs]      # before the policy loads: a
+        rpcs = reward_processing_classes if isinstance(reward_processing_classes, (list, tuple)) else [reward_processing_classes] * len(funcs)
+        if len(rpcs) != len(funcs):
+            raise GRPOEduError(f"reward_processing_classes has {len(rpcs)} entries but there are {len(funcs)} reward functions: "
+                               f"give one per function (None for the ones that are not reward models).")
+        self.reward_funcs = [get_reward_func(f, t) for f, t in zip(funcs, rpcs)]      # before the policy loads: a
+        for f in self.reward_funcs:                                                   # reward models on our device
+            if isinstance(f, ModelReward): f.model.to(acc.device)
         self.reward_names = [_reward_name(f) for f in self.reward_funcs]                      # bad reward fails fast
         self.reward_weights = torch.tensor(args.reward_weights or [1.0] * len(funcs), dtype=torch.float32)
         model_id = model if isinstance(model, str) else None
@@ -198,7 +205,7 @@ class GRPOTrainer:
         hf_logging.disable_progress_bar()                     # one progress bar (ours), not one per checkpoint shard
         self.optimizer.zero_grad(set_to_none=True)           # a model handed over may carry gradients from earlier work
         if self.ref_model is not None: self.ref_model = self._place_ref_model(self.ref_model)
-        self.step, self._batch, self._perms, self._interrupted = 0, None, {}, False
+        self.step, self._batch, self._perms, self._interrupted = 0, None, {}, 0
         self.rollout_engine = self._rollout_engine()
         self.health, self.eval_before = HealthMonitor(), None
 
@@ -379,13 +386,14 @@ def _update(self: GRPOTrainer, batch: dict) -> dict:
                                          a.temperature, compute_entropy=True, chunk_size=a.lm_head_chunk_size)  # (b, k)
             loss = grpo_loss(logps, pick("old_logps"), pick("ref_logps"), batch["advantages"][rows], mask,
                              a.beta, a.epsilon, a.epsilon_high, a.loss_type, a.max_completion_length,
-                             num_items_in_batch=batch["num_items"] / acc.num_processes)
+                             num_items_in_batch=batch["num_items"] / acc.num_processes,
+                             importance_sampling_level=a.importance_sampling_level)
             if a.loss_type != "dapo": loss = loss / GA          # dapo's normaliser already spans the whole batch
             acc.backward(loss, **({"scale_wrt_gas": False} if ds else {}))   # DeepSpeed would divide by GA again
         loss_total += loss.item()
         m = mask.float()
         for name, (s, c) in grpo_loss_metrics(logps.detach(), pick("old_logps"), pick("ref_logps"), batch["advantages"][rows],
-                                              mask, a.beta, a.epsilon, a.epsilon_high).items():
+                                              mask, a.beta, a.epsilon, a.epsilon_high, a.importance_sampling_level).items():
             sums[name][0] += s; sums[name][1] += c
         sums["entropy"][0] += (ent * m).sum().item(); sums["entropy"][1] += m.sum().item()
     t1 = time.perf_counter()
@@ -528,11 +536,12 @@ def train(self: GRPOTrainer) -> dict:
     if main: trim_jsonl(out / "completions.jsonl", resumed)     # no other run's rows, no step logged twice
     if main and resumed is None: (out / "summary.json").unlink(missing_ok=True)   # it described another run
     if resumed is None and self.eval_dataset is not None: self.eval_before = self.evaluate()
-    old_handler = _install_sigint(self)
+    self._interrupted, stop = 0, 0
+    old_handlers = _install_stop_handlers(self)
     bar = tqdm(total=self.max_steps, initial=self.step, disable=not main, desc="GRPO", dynamic_ncols=True, mininterval=1.0)
     window = []
     try:
-        while self.step < self.max_steps and not self._interrupted:
+        while self.step < self.max_steps and not stop:
             t0 = time.time()
             if self.step % a.num_iterations == 0 or self._batch is None:
                 self._batch, self._gen_metrics, samples = self._generate_and_score(self._prompt_rows(self.step // a.num_iterations))
@@ -541,7 +550,8 @@ def train(self: GRPOTrainer) -> dict:
             self.step += 1
             row["step_time"] = time.time() - t0
             window.append(row)
-            if self.step % a.logging_steps == 0 or self.step == self.max_steps:
+            stop = self._stop_signal()                                 # the same answer on every process
+            if self.step % a.logging_steps == 0 or self.step == self.max_steps or stop:   # stopping: log what is left
                 keys = dict.fromkeys(k for r in window for k in r)           # a reward's log_metric may skip a step
                 logged = {"step": self.step, **{k: sum(vs) / len(vs) for k in keys if (vs := [r[k] for r in window if k in r])}}
                 logged["skipped_step"] = sum(r["skipped_step"] for r in window); window = []
@@ -551,15 +561,16 @@ def train(self: GRPOTrainer) -> dict:
             bar.update(1)
             bar.set_postfix(reward=f"{row['reward']:.3f}", step_s=f"{row['step_time']:.2f}",
                             **({"health": ",".join(self.health.fired)} if self.health.fired else {}))
-            if a.save_steps and self.step % a.save_steps == 0 and self.step < self.max_steps: self.save()
+            if a.save_steps and self.step % a.save_steps == 0 and self.step < self.max_steps and not stop: self.save()
     finally:
         bar.close()
         if writer is not None: writer.close()                      # TensorBoard's events on disk now
-        if old_handler is not None: signal.signal(signal.SIGINT, old_handler)
+        for s, h in old_handlers.items(): signal.signal(s, h)
     ckpt = self.save()
-    if self._interrupted:
-        if main: print(f"[grpo-edu] interrupted: saved {ckpt}. Continue with --resume_from_checkpoint {ckpt}")
-        return {"interrupted": True, "checkpoint": str(ckpt), "steps": self.step}
+    if stop:
+        if main: print(f"[grpo-edu] interrupted ({signal.Signals(stop).name}): saved {ckpt}. Continue with --resume_from_checkpoint {ckpt}")
+        return {"interrupted": True, "signal": signal.Signals(stop).name, "exit_status": 128 + stop, "checkpoint": str(ckpt),
+                "steps": self.step}
     summary = {"steps": self.step, "wall_s": round(time.time() - t_start, 1), "checkpoint": str(ckpt)}
     if self.eval_dataset is not None:
         summary["eval_before"], summary["eval_after"] = self.eval_before, self.evaluate()
@@ -572,15 +583,28 @@ def train(self: GRPOTrainer) -> dict:
 GRPOTrainer.train = train
 
 # %% ../nbs/api/09_trainer.ipynb #157d983b
-def _install_sigint(trainer):
-    "First Ctrl-C: finish the step, save, exit cleanly. Second Ctrl-C: stop at once."
+def _install_stop_handlers(trainer) -> dict:
+    "Ctrl-C (SIGINT) or SIGTERM (a scheduler, a launcher): finish the step, save, exit. Ctrl-C again: stop at once."
     import threading
-    if threading.current_thread() is not threading.main_thread(): return None
+    if threading.current_thread() is not threading.main_thread(): return {}
     def handler(sig, frame):
-        if trainer._interrupted: raise KeyboardInterrupt
-        trainer._interrupted = True
-        tqdm.write("[grpo-edu] Ctrl-C: finishing this step, then saving a checkpoint (Ctrl-C again to abort).")
-    return signal.signal(signal.SIGINT, handler)
+        if trainer._interrupted:   # a launcher forwards the terminal's Ctrl-C, so a worker gets it twice within milliseconds
+            if sig == signal.SIGINT and time.monotonic() - trainer._interrupted_at > 1.0: raise KeyboardInterrupt
+            return
+        trainer._interrupted, trainer._interrupted_at = int(sig), time.monotonic()
+        tqdm.write(f"[grpo-edu] {signal.Signals(sig).name}: finishing this step, then saving a checkpoint (Ctrl-C again to abort).")
+    return {s: h for s in (signal.SIGINT, signal.SIGTERM) if (h := signal.signal(s, handler)) is not None}
+
+@torch.no_grad()
+def _stop_signal(self: GRPOTrainer) -> int:
+    "The stop signal that any process got (0: none). Every process must leave the loop after the same step, or the next collective hangs."
+    flag = self._interrupted
+    if self.accelerator.num_processes > 1:
+        t = torch.tensor([flag], device=self.accelerator.device)
+        torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.MAX)
+        flag = int(t.item())
+    return flag
+GRPOTrainer._stop_signal = _stop_signal
 
 def _log_completions(out: Path, step: int, samples: list):
     with (out / "completions.jsonl").open("a") as f:

@@ -146,7 +146,7 @@ def _trainer(tmp_path, reward, rows=None, **kw):
     (lambda completions, **k: [1 / 0 for _ in completions], "raised ZeroDivisionError"),
     (lambda completions, **k: [1.0], "returned 1 values for 8 completions"),
     (lambda completions, **k: ["good"] * len(completions), "must be numbers"),
-    (lambda completions, **k: [float("nan")] * len(completions), "must be finite"),
+    (lambda completions, **k: {"reward": 1.0}, "returned dict values for 8 completions"),   # (NaN is "unscored", as in TRL)
     (lambda completions, **k: [float("inf")] * len(completions), "must be finite"),
 ])
 def test_reward_function_errors(tmp_path, reward, expected):

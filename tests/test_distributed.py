@@ -47,3 +47,29 @@ def test_two_process_cli_resume_continues_exactly(tmp_path):
                 tmp_path / "part" / "checkpoint-3", cwd=tmp_path, env={"OMP_NUM_THREADS": "1"})
     assert r.returncode == 0, r.stderr[-3000:]
     assert "saved by 2 process(es), resuming on 1" in r.stdout
+
+
+def test_a_signal_to_one_process_stops_every_process(tmp_path):
+    "SIGINT to one of two processes: both leave the loop after the same step and save one checkpoint (it hung before)."
+    import signal, time
+    from grpo_edu.checkpoint import latest_checkpoint, load_trainer_state
+    out = tmp_path / "run"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "ACCELERATE_USE_CPU": "1", "PYTHONUNBUFFERED": "1"}
+    cmd = torchrun(2) + ["-m", "grpo_edu.cli", "train", "--max_steps", "400", "--toy_warm_start_steps", "20",
+                         "--eval_dataset", "none", "--per_device_train_batch_size", "64", "--output_dir", str(out)]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
+    deadline = time.time() + 300
+    while time.time() < deadline and not ((out / "metrics.jsonl").exists() and (out / "metrics.jsonl").read_text().count("\n") >= 2):
+        time.sleep(0.05)
+    workers = [int(x) for x in subprocess.run(["pgrep", "-P", str(p.pid)], capture_output=True, text=True).stdout.split()]
+    assert len(workers) == 2, workers
+    os.kill(workers[1], signal.SIGINT)                       # process 1 only: a signal need not reach every process
+    try: stdout, stderr = p.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        for pid in [*workers, p.pid]:
+            try: os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError: pass
+        pytest.fail("the processes did not stop together: the run hung after a signal to one process")
+    assert "interrupted (SIGINT): saved" in stdout, stdout[-2000:] + stderr[-3000:]
+    last = json.loads((out / "metrics.jsonl").read_text().splitlines()[-1])["step"]
+    assert load_trainer_state(latest_checkpoint(out))["step"] == last < 400

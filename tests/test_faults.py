@@ -86,12 +86,27 @@ def test_ctrl_c_saves_and_resume_matches(tmp_path):
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=300)
     assert p.returncode == 130, err[-2000:]
-    assert "interrupted: saved" in out and "Traceback" not in err
+    assert "interrupted (SIGINT): saved" in out and "Traceback" not in err
     ck = latest_checkpoint(run); step = load_trainer_state(ck)["step"]
     assert 1 <= step < 6, step
     r = run_cli("train", *const, "--output_dir", run, "--resume_from_checkpoint", "latest")
     assert r.returncode == 0, r.stderr[-2000:]
     same(rows(run), rows(ref))
+
+
+
+def test_sigterm_saves_like_ctrl_c(tmp_path):
+    "SIGTERM (a scheduler's preemption, `kill`): the step finishes, a checkpoint is saved, exit 143 (128 + 15), no traceback."
+    run = tmp_path / "run"
+    p = subprocess.Popen([sys.executable, "-m", "grpo_edu.cli", "train", "--max_steps", "400", *SMALL[2:], "--output_dir", str(run)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    deadline = time.time() + 300
+    while time.time() < deadline and not ((run / "metrics.jsonl").exists() and len(rows(run)) >= 1): time.sleep(0.05)
+    p.send_signal(signal.SIGTERM)
+    out, err = p.communicate(timeout=300)
+    assert p.returncode == 143, err[-2000:]
+    assert "interrupted (SIGTERM): saved" in out and "Traceback" not in err
+    assert load_trainer_state(latest_checkpoint(run))["step"] == rows(run)[-1]["step"]     # saved after the step it logged
 
 
 KILLER = textwrap.dedent("""

@@ -13,7 +13,7 @@ from trl import GRPOConfig as TRLConfig, GRPOTrainer as TRLTrainer
 from datasets import Dataset
 from grpo_edu.advantages import group_advantages
 from grpo_edu.logprobs import per_token_logps, selective_log_softmax
-from grpo_edu.loss import grpo_loss
+from grpo_edu.loss import grpo_loss, grpo_loss_metrics
 from grpo_edu.toy import toy_tokenizer, toy_model
 
 
@@ -39,13 +39,14 @@ def _inputs(tok, B=8, K=6, seed=0):
     return enc["input_ids"], enc["attention_mask"], cids, cmask, adv, g
 
 
-CASES = [(lt, beta, eh) for lt in ("grpo", "bnpo", "dr_grpo", "dapo") for beta in (0.0, 0.04) for eh in (None, 0.28)]
+CASES = [(lt, beta, eh, "token") for lt in ("grpo", "bnpo", "dr_grpo", "dapo") for beta in (0.0, 0.04) for eh in (None, 0.28)]
+CASES += [(lt, beta, None, "sequence") for lt in ("grpo", "bnpo", "dr_grpo", "dapo") for beta in (0.0, 0.04)]   # GSPO
 
 
-@pytest.mark.parametrize("loss_type,beta,epsilon_high", CASES)
-def test_loss_and_gradient_equal_trl(tmp_path, loss_type, beta, epsilon_high):
+@pytest.mark.parametrize("loss_type,beta,epsilon_high,level", CASES)
+def test_loss_and_gradient_equal_trl(tmp_path, loss_type, beta, epsilon_high, level):
     t = make_trl(tmp_path, reward_funcs=lambda completions, **k: [0.0] * len(completions), loss_type=loss_type, beta=beta,
-                 epsilon_high=epsilon_high, use_bias_correction_kl=False)
+                 epsilon_high=epsilon_high, use_bias_correction_kl=False, importance_sampling_level=level)
     model, tok = t.model, t.processing_class
     model.train()
     t.current_gradient_accumulation_steps = 1
@@ -60,13 +61,20 @@ def test_loss_and_gradient_equal_trl(tmp_path, loss_type, beta, epsilon_high):
     params = [p for p in model.parameters() if p.requires_grad]
     loss_trl = t._compute_loss(model, inputs)
     g_trl = torch.autograd.grad(loss_trl, params)
-    ours = grpo_loss(per_token_logps(model, ids, attn, K), old, ref if beta else None, adv, cmask, beta=beta,
-                     epsilon=0.2, epsilon_high=epsilon_high, loss_type=loss_type, max_completion_length=6)
+    logps = per_token_logps(model, ids, attn, K)
+    ours = grpo_loss(logps, old, ref if beta else None, adv, cmask, beta=beta, epsilon=0.2, epsilon_high=epsilon_high,
+                     loss_type=loss_type, max_completion_length=6, importance_sampling_level=level)
     g_ours = torch.autograd.grad(ours, params)
     assert abs(ours.item() - loss_trl.item()) < 1e-6 * max(1.0, abs(loss_trl.item())), (ours.item(), loss_trl.item())
     for a, b in zip(g_ours, g_trl): torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)
     # and the gradient is not trivially zero
     assert max(x.abs().max().item() for x in g_trl) > 1e-4
+    # the logged kl and clip ratios (per token, or per completion at sequence level) equal TRL's
+    theirs = {k: v[-1] for k, v in t._metrics["train"].items()}
+    metrics = grpo_loss_metrics(logps.detach(), old, ref if beta else None, adv, cmask, beta, 0.2, epsilon_high, level)
+    assert set(metrics) == {"clip_ratio/low_mean", "clip_ratio/high_mean", "clip_ratio/region_mean"} | ({"kl"} if beta else set())
+    for k, (s_, c) in metrics.items(): assert s_ / c == pytest.approx(theirs[k], rel=1e-5, abs=1e-7), (k, s_ / c, theirs[k])
+    assert metrics["clip_ratio/region_mean"][0] > 0                                     # clipping really happened
 
 
 def test_selective_log_softmax_equals_trl():
@@ -147,3 +155,26 @@ def test_trl_reward_functions_run_unchanged(tmp_path):
     for k in keys:
         assert k in theirs, (k, sorted(theirs))
         assert ours[k] == pytest.approx(theirs[k], rel=1e-5, abs=1e-6), (k, ours[k], theirs[k])
+
+
+@pytest.mark.parametrize("chat", [False, True])
+def test_reward_model_scores_equal_trl(tmp_path, chat):
+    "A sequence-classification reward model scores what TRL's GRPOTrainer feeds it: the same text, tokens and logits."
+    from transformers import Qwen2Config, Qwen2ForSequenceClassification
+    from grpo_edu.rewards import ModelReward
+    tok = toy_tokenizer()
+    tok.chat_template = "{% for m in messages %}{{ m['content'] }}{% if m['role'] == 'user' %} {% else %}<eos>{% endif %}{% endfor %}"
+    torch.manual_seed(0)
+    rm = Qwen2ForSequenceClassification(Qwen2Config(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                                    num_attention_heads=4, num_key_value_heads=2, num_labels=1))
+    path = tmp_path / "rm"; rm.save_pretrained(path); tok.save_pretrained(path)      # no pad_token_id in its config
+    t = make_trl(tmp_path, reward_funcs=str(path))
+    prompts = [f"{i}+{i}=" if i % 2 else f"{i}{i}+{i}=" for i in range(8)]
+    completions = [str(7 * i) + "9" * (i % 3) for i in range(8)]                     # different lengths: padding matters
+    if chat:
+        prompts = [[{"role": "user", "content": p}] for p in prompts]
+        completions = [[{"role": "assistant", "content": c}] for c in completions]
+    theirs = t._calculate_rewards([{"prompt": p, "answer": "0"} for p in prompts], prompts, completions, [[0]] * 8)[:, 0]
+    ours = ModelReward(str(path), batch_size=3)(prompts, completions)               # other batches than TRL's: same scores
+    torch.testing.assert_close(torch.tensor(ours), theirs, rtol=1e-4, atol=1e-5)
+    assert theirs.std() > 0                                                          # the texts really differ
