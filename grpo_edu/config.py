@@ -172,7 +172,7 @@ def validate(self: GRPOConfig, num_processes: int = 1) -> GRPOConfig:
     if not c.reward_funcs: _err("reward_funcs is empty: GRPO needs at least one reward function, e.g. [accuracy].")
     for f in c.reward_funcs:   # a name that is no built-in, no folder and no org/name Hub id is a typo, not a reward model
         if not isinstance(f, str) or f in REWARD_FUNCS: continue
-        if is_import_path(f) and not Path(f).exists(): import_reward_func(f); continue   # your function: importable?
+        if is_import_path(f): import_reward_func(f); continue   # your function: importable?
         check_local_path(f, "reward_funcs", "a reward model's folder, or a Hub id such as OpenAssistant/reward-model-deberta-v3-base")
         if "/" not in f and not Path(f).exists():
             _err(f"reward_funcs: {f!r} is neither a built-in reward ({', '.join(REWARD_FUNCS)}), nor your function's import "

@@ -141,14 +141,14 @@ def get_reward_func(name, processing_class=None):
     if isinstance(name, torch.nn.Module): return ModelReward(name, processing_class)   # a loaded reward model (as TRL)
     if callable(name): return name
     if name in REWARD_FUNCS: return REWARD_FUNCS[name]
-    if is_import_path(name) and not Path(name).exists(): return import_reward_func(name)   # a folder named a.b is a model
+    if is_import_path(name): return import_reward_func(name)
     return ModelReward(name, processing_class)
 
 # %% ../nbs/api/02_rewards.ipynb #e1d54a88
 def is_import_path(name: str) -> bool:
     "True for a dotted import path such as `my_rewards.exact` (how TRL's CLI names your own reward function)."
     parts = name.split(".")
-    return len(parts) > 1 and all(p.isidentifier() for p in parts)
+    return len(parts) > 1 and all(p.isidentifier() for p in parts) and not Path(name).exists()   # a folder a.b is a model
 
 def import_reward_func(path: str):
     "The function that a dotted import path names (`my_rewards.exact`: `exact` in my_rewards.py), importable from the working folder as in TRL."
