@@ -17,7 +17,7 @@ command line decides that a user should see that paragraph instead of a tracebac
 """
 import argparse, dataclasses, math, os, sys
 from pathlib import Path
-from .config import FIELD_NAMES, MODEL_EXAMPLE, TOY_RECIPE, GRPOConfig, load_config
+from .config import FIELD_NAMES, MODEL_EXAMPLE, TOY_RECIPE, GRPOConfig, load_config, not_a_field
 from .errors import GRPOEduError, check_local_path, closest
 
 # %% ../nbs/api/10_cli.ipynb #9204e5c0
@@ -30,7 +30,7 @@ def parse_overrides(argv: list[str]) -> dict:
         key, _, val = a[2:].partition("=")
         key = key.replace("-", "_")
         if key not in FIELD_NAMES:
-            raise GRPOEduError(f"--{key} is not a GRPOConfig field.{closest(key, FIELD_NAMES)} `grpo-edu train --help` lists them.")
+            raise GRPOEduError(f"{not_a_field(key, f'--{key}')} `grpo-edu train --help` lists them.")
         if not val:
             if i + 1 < len(argv) and not argv[i + 1].startswith("--"): val = argv[i + 1]; i += 1
             else: val = "true"

@@ -69,3 +69,46 @@ def test_adamw_8bit_without_bitsandbytes_says_how(monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "bitsandbytes" else real(name, *a))
     with pytest.raises(GRPOEduError, match="pip install bitsandbytes"):
         GRPOConfig(optim="adamw_8bit").validate()
+
+
+@pytest.mark.parametrize("loss_type,extra", [("grpo", {}), ("dapo", {}), ("dr_grpo", {}), ("cispo", {"epsilon_high": 1.3}),
+                                             ("sapo", {}), ("luspo", {"importance_sampling_level": "sequence"}),
+                                             ("dapo", {"delta": 1.5}), ("grpo", {"use_bias_correction_kl": False})])
+def test_accumulated_update_equals_the_loss_on_the_whole_batch(loss_type, extra):
+    "Four bucketed micro-batches give the gradient of grpo_loss on the whole batch at once: each loss type is normalised once."
+    from grpo_edu.logprobs import per_token_logps
+    from grpo_edu.loss import grpo_loss
+    tr = make_trainer(loss_type=loss_type, max_grad_norm=1e9, **extra)                 # no clipping of the total gradient
+    a, model = tr.args, tr.accelerator.unwrap_model(tr.model)
+    batch, _, _ = tr._generate_and_score(tr._prompt_rows(0))
+    ids, attn, K = batch["input_ids"], batch["attention_mask"], batch["K"]
+    assert attn[:, -K:].sum(1).unique().numel() > 1, "the test needs completions of different lengths"
+    with torch.no_grad(): now = per_token_logps(model, ids, attn, K, a.temperature)
+    batch["old_logps"] = now + 0.3 * torch.randn(now.shape, generator=torch.Generator().manual_seed(0))   # π_old ≠ π_θ
+    out, grads = grads_of_update(tr, batch)
+    model.zero_grad(set_to_none=True)
+    whole = grpo_loss(per_token_logps(model, ids, attn, K, a.temperature), batch["old_logps"], batch["ref_logps"],
+                      batch["advantages"], batch["mask"], a.beta, a.epsilon, a.epsilon_high, loss_type, a.max_completion_length,
+                      num_items_in_batch=batch["num_items"], **{k: v for k, v in extra.items() if k != "epsilon_high"})
+    whole.backward()
+    assert out["loss"] == pytest.approx(whole.item(), rel=1e-5, abs=1e-7)
+    for n, p in model.named_parameters(): torch.testing.assert_close(grads[n], p.grad, rtol=1e-4, atol=1e-6)
+    assert max(p.grad.abs().max().item() for p in model.parameters()) > 1e-4
+
+
+def test_transformers_options_reach_the_optimizer_scheduler_and_data():
+    "warmup_steps (steps or a fraction), adam_epsilon, shuffle_dataset, max_grad_norm=0 and disable_dropout do what TRL's do."
+    from grpo_edu.toy import addition_dataset
+    tr = make_trainer(max_steps=4, warmup_steps=0.5, adam_epsilon=1e-5, shuffle_dataset=False, max_grad_norm=0, disable_dropout=True)
+    test_lr = [tr.scheduler.get_last_lr()[0]]
+    assert tr.optimizer.param_groups[0]["eps"] == 1e-5
+    rows = tr._prompt_rows(0)
+    assert [r["prompt"] for r in rows] == addition_dataset(64, seed=0)[:len(rows)]["prompt"]      # the dataset's own order
+    batch, _, _ = tr._generate_and_score(rows)
+    out, grads = grads_of_update(tr, batch)
+    test_lr.append(tr.scheduler.get_last_lr()[0])
+    assert test_lr == [0.0, pytest.approx(0.5e-3)]                          # 2 warmup steps of 4: 0, then half of 1e-3
+    norm = torch.sqrt(sum((g.float() ** 2).sum() for g in grads.values())).item()
+    assert norm == pytest.approx(out["grad_norm"], rel=1e-4) and norm > 1.0  # measured, not clipped to 1
+    shuffled = make_trainer(max_steps=4)._prompt_rows(0)
+    assert [r["prompt"] for r in shuffled] != [r["prompt"] for r in rows]    # the default shuffles, as TRL's

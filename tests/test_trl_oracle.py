@@ -39,14 +39,21 @@ def _inputs(tok, B=8, K=6, seed=0):
     return enc["input_ids"], enc["attention_mask"], cids, cmask, adv, g
 
 
-CASES = [(lt, beta, eh, "token") for lt in ("grpo", "bnpo", "dr_grpo", "dapo") for beta in (0.0, 0.04) for eh in (None, 0.28)]
-CASES += [(lt, beta, None, "sequence") for lt in ("grpo", "bnpo", "dr_grpo", "dapo") for beta in (0.0, 0.04)]   # GSPO
+CASES = [(lt, beta, eh, "token", {}) for lt in ("grpo", "bnpo", "dr_grpo", "dapo") for beta in (0.0, 0.04) for eh in (None, 0.28)]
+CASES += [(lt, beta, None, "sequence", {}) for lt in ("grpo", "bnpo", "dr_grpo", "dapo") for beta in (0.0, 0.04)]   # GSPO
+CASES += [(lt, 0.04, None, lvl, {"use_bias_correction_kl": False}) for lt in ("grpo", "dapo") for lvl in ("token", "sequence")]
+CASES += [("cispo", 0.0, 5.0, "token", {}), ("cispo", 0.04, 1.2, "token", {}), ("cispo", 0.04, 1.2, "sequence", {}),
+          ("sapo", 0.0, None, "token", {}), ("sapo", 0.04, None, "sequence", {}),
+          ("sapo", 0.04, None, "token", {"sapo_temperature_pos": 2.0, "sapo_temperature_neg": 0.5}),
+          ("luspo", 0.0, None, "sequence", {}), ("luspo", 0.04, None, "sequence", {}), ("luspo", 0.04, None, "token", {}),
+          ("grpo", 0.04, None, "token", {"delta": 1.3}), ("dapo", 0.0, 0.28, "token", {"delta": 1.3})]   # two-sided clip
 
 
-@pytest.mark.parametrize("loss_type,beta,epsilon_high,level", CASES)
-def test_loss_and_gradient_equal_trl(tmp_path, loss_type, beta, epsilon_high, level):
+@pytest.mark.parametrize("loss_type,beta,epsilon_high,level,extra", CASES,
+                         ids=["-".join([f"{c[0]}-beta{c[1]}-eh{c[2]}-{c[3]}", *(f"{k}={v}" for k, v in c[4].items())]) for c in CASES])
+def test_loss_and_gradient_equal_trl(tmp_path, loss_type, beta, epsilon_high, level, extra):
     t = make_trl(tmp_path, reward_funcs=lambda completions, **k: [0.0] * len(completions), loss_type=loss_type, beta=beta,
-                 epsilon_high=epsilon_high, use_bias_correction_kl=False, importance_sampling_level=level)
+                 epsilon_high=epsilon_high, importance_sampling_level=level, **extra)   # TRL's defaults otherwise
     model, tok = t.model, t.processing_class
     model.train()
     t.current_gradient_accumulation_steps = 1
@@ -63,18 +70,39 @@ def test_loss_and_gradient_equal_trl(tmp_path, loss_type, beta, epsilon_high, le
     g_trl = torch.autograd.grad(loss_trl, params)
     logps = per_token_logps(model, ids, attn, K)
     ours = grpo_loss(logps, old, ref if beta else None, adv, cmask, beta=beta, epsilon=0.2, epsilon_high=epsilon_high,
-                     loss_type=loss_type, max_completion_length=6, importance_sampling_level=level)
+                     loss_type=loss_type, max_completion_length=6, importance_sampling_level=level, **extra)
     g_ours = torch.autograd.grad(ours, params)
+    if "delta" in extra:                                                 # the cap really binds on these inputs
+        assert abs(ours.item() - grpo_loss(logps, old, ref if beta else None, adv, cmask, beta=beta, epsilon_high=epsilon_high,
+                                           loss_type=loss_type, num_items_in_batch=None).item()) > 1e-4
     assert abs(ours.item() - loss_trl.item()) < 1e-6 * max(1.0, abs(loss_trl.item())), (ours.item(), loss_trl.item())
     for a, b in zip(g_ours, g_trl): torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)
     # and the gradient is not trivially zero
     assert max(x.abs().max().item() for x in g_trl) > 1e-4
     # the logged kl and clip ratios (per token, or per completion at sequence level) equal TRL's
     theirs = {k: v[-1] for k, v in t._metrics["train"].items()}
-    metrics = grpo_loss_metrics(logps.detach(), old, ref if beta else None, adv, cmask, beta, 0.2, epsilon_high, level)
-    assert set(metrics) == {"clip_ratio/low_mean", "clip_ratio/high_mean", "clip_ratio/region_mean"} | ({"kl"} if beta else set())
+    metrics = grpo_loss_metrics(logps.detach(), old, ref if beta else None, adv, cmask, beta, 0.2, epsilon_high, level,
+                                loss_type, **extra)
+    clip_keys = {k for k in theirs if k.startswith("clip_ratio/") and k.endswith("_mean") or k == "cispo_clip_ratio"}
+    assert set(metrics) == clip_keys | ({"kl"} if beta else set()), (set(metrics), set(theirs))
     for k, (s_, c) in metrics.items(): assert s_ / c == pytest.approx(theirs[k], rel=1e-5, abs=1e-7), (k, s_ / c, theirs[k])
-    assert metrics["clip_ratio/region_mean"][0] > 0                                     # clipping really happened
+    if clip_keys and epsilon_high != 5.0:                                   # (no ratio here reaches cispo's cap of 5)
+        assert metrics["cispo_clip_ratio" if loss_type == "cispo" else "clip_ratio/region_mean"][0] > 0   # clipping happened
+
+
+def test_bias_correction_changes_the_kl_gradient_as_trl_says(tmp_path):
+    "use_bias_correction_kl (TRL's default) changes the gradient even on-policy, where ρ = 1 in value; TRL agrees both ways."
+    from grpo_edu.loss import grpo_loss
+    torch.manual_seed(0)
+    lp = torch.randn(4, 5) - 1.0; ref = lp + 0.3 * torch.randn(4, 5); mask = torch.ones(4, 5); adv = torch.zeros(4)
+    grads = []
+    for bias in (True, False):
+        x = lp.clone().requires_grad_()
+        l = grpo_loss(x, None, ref, adv, mask, beta=0.1, use_bias_correction_kl=bias)
+        l.backward(); grads.append((l.item(), x.grad))
+    assert grads[0][0] == pytest.approx(grads[1][0], abs=1e-7)                  # the same value at ρ = 1...
+    k3 = torch.exp(ref - lp) - (ref - lp) - 1
+    torch.testing.assert_close(grads[0][1] - grads[1][1], 0.1 * k3 / 5 / 4)     # ...plus β·k3·∇log π in the gradient
 
 
 def test_selective_log_softmax_equals_trl():
