@@ -104,7 +104,11 @@ def cmd_eval(argv: list[str]) -> int:
     p.add_argument("--temperature", type=positive(float), default=1.0); p.add_argument("--output")
     p.add_argument("--rollout_engine", default="auto", choices=("auto", "static", "hf"),
                    help="auto: the static-cache CUDA-graph sampler on CUDA, HF generate elsewhere")
+    p.add_argument("--chat_template_kwargs", help='JSON for the chat template, e.g. \'{"enable_thinking": false}\' (Qwen3)')
     a = p.parse_args(argv)
+    if a.chat_template_kwargs is not None:
+        from grpo_edu.config import _coerce
+        a.chat_template_kwargs = _coerce("chat_template_kwargs", a.chat_template_kwargs)
     check_local_path(a.model, "--model", MODEL_EXAMPLE)           # before the dataset loads
     if a.output:                         # checked before the evaluation, so that its result is never lost at the end
         out = Path(a.output)
@@ -126,11 +130,12 @@ def cmd_eval(argv: list[str]) -> int:
     for i in range(0, len(ds), a.batch_size):
         rows = ds.select(range(i, min(i + a.batch_size, len(ds))))
         prompts, answers = list(rows["prompt"]), list(rows["answer"])
-        n_ok += sum(answer_rewards(model, tok, prompts, answers, a.max_new_tokens, engine=a.rollout_engine))
+        n_ok += sum(answer_rewards(model, tok, prompts, answers, a.max_new_tokens, engine=a.rollout_engine,
+                                   chat_template_kwargs=a.chat_template_kwargs))
         if a.pass_k > 1:
             k = a.pass_k
             ok = answer_rewards(model, tok, prompts, answers, a.max_new_tokens, samples=k, temperature=a.temperature,
-                                engine=a.rollout_engine)
+                                engine=a.rollout_engine, chat_template_kwargs=a.chat_template_kwargs)
             per_k += [pass_at_k(k, int(sum(ok[j * k:(j + 1) * k])), k) for j in range(len(rows))]
     n = len(ds); lo, hi = wilson_interval(int(n_ok), n)
     res = {"model": a.model, "dataset": a.dataset, "n": n, "pass@1": n_ok / n, "ci95": [lo, hi]}

@@ -14,13 +14,13 @@ __all__ = ['RANGES', 'MODEL_EXAMPLE', 'FIELD_NAMES', 'TRL_NOT_HERE', 'TOY_RECIPE
 Why one dataclass: the CLI (`--field value`), YAML recipes and Python users all build this object, and `validate()`
 checks it before any model is loaded, so a mistake costs a second, not ten minutes of loading.
 """
-import dataclasses, importlib.util, math, typing
+import dataclasses, importlib.util, json, math, typing
 from dataclasses import dataclass, field, fields, asdict
 from pathlib import Path
 import yaml
 from .errors import GRPOEduError, check_local_path, closest
 from .loss import IMPORTANCE_SAMPLING_LEVELS, LOSS_TYPES
-from .advantages import SCALE_REWARDS
+from .advantages import MULTI_OBJECTIVE_AGGREGATIONS, SCALE_REWARDS
 from .checkpoint import latest_checkpoint, resolve_checkpoint
 from .rewards import REWARD_FUNCS, import_reward_func, is_import_path
 
@@ -45,6 +45,7 @@ class GRPOConfig:
     # generation
     max_prompt_length: int | None = 512      # prompts are left-truncated to this many tokens (None: no limit)
     max_completion_length: int = 256         # new tokens per completion
+    chat_template_kwargs: dict | None = None # extra chat-template variables, e.g. {"enable_thinking": false} for Qwen3
     temperature: float = 1.0
     top_p: float = 1.0
     top_k: int = 0                           # 0: no top-k filter
@@ -64,6 +65,7 @@ class GRPOConfig:
     sapo_temperature_neg: float = 1.05       # loss_type=sapo: gate temperature for A ≤ 0
     use_bias_correction_kl: bool = True      # weigh k3 by ρ: an unbiased ∇KL(π_θ‖π_ref) (TRL 1.16's default)
     scale_rewards: str = "group"             # group | batch | none
+    multi_objective_aggregation: str = "sum_then_normalize"  # or normalize_then_sum (GDPO: each reward normalised per group first)
     mask_truncated_completions: bool = False # drop completions that hit max_completion_length from the loss
     # optimisation
     learning_rate: float = 1e-6
@@ -136,7 +138,9 @@ MODEL_EXAMPLE = ("a folder that holds a saved model (config.json, weights, token
                  "or a Hub id such as Qwen/Qwen2.5-0.5B-Instruct")
 
 @typing.no_type_check
-def validate(self: GRPOConfig, num_processes: int = 1) -> GRPOConfig:
+def validate(self: GRPOConfig, num_processes: int = 1,
+             num_reward_funcs: int | None = None,   # reward functions passed to GRPOTrainer directly (None: reward_funcs')
+            ) -> GRPOConfig:
     "Check every field; raise GRPOEduError naming the field and the fix. Returns the config."
     c, G = self, self.num_generations
     for name, (ok, want) in RANGES.items():
@@ -180,6 +184,10 @@ def validate(self: GRPOConfig, num_processes: int = 1) -> GRPOConfig:
         _err(f"delta={c.delta!r} caps the ratio ρ from above also where the advantage is negative (two-sided clipping, "
              f"INTELLECT-2): it must be > 1 + epsilon_high = {1 + (c.epsilon_high or c.epsilon):g}, or the usual clip "
              f"already covers it (INTELLECT-2 used 4). Set --delta 4, or null to turn it off.")
+    if c.multi_objective_aggregation not in MULTI_OBJECTIVE_AGGREGATIONS:
+        _err(f"multi_objective_aggregation={c.multi_objective_aggregation!r}: use sum_then_normalize (add the weighted rewards, "
+             f"then normalise per group; TRL's default) or normalize_then_sum (GDPO: normalise each reward per group, then "
+             f"add them).{closest(str(c.multi_objective_aggregation), MULTI_OBJECTIVE_AGGREGATIONS)}")
     if c.scale_rewards not in SCALE_REWARDS:
         _err(f"scale_rewards={c.scale_rewards!r} is not supported. Valid values: {', '.join(SCALE_REWARDS)}.")
     if c.beta < 0: _err(f"beta={c.beta} must be ≥ 0 (0 disables the KL term and the reference model).")
@@ -210,8 +218,9 @@ def validate(self: GRPOConfig, num_processes: int = 1) -> GRPOConfig:
             _err(f"reward_funcs: {f!r} is neither a built-in reward ({', '.join(REWARD_FUNCS)}), nor your function's import "
                  f"path (my_rewards.exact for exact() in ./my_rewards.py), nor a reward model (a local folder, or a Hub id "
                  f"such as OpenAssistant/reward-model-deberta-v3-base).{closest(f, tuple(REWARD_FUNCS))}")
-    if c.reward_weights is not None and len(c.reward_weights) != len(c.reward_funcs):
-        _err(f"reward_weights has {len(c.reward_weights)} values but reward_funcs has {len(c.reward_funcs)}: give one weight per function.")
+    n_funcs = len(c.reward_funcs) if num_reward_funcs is None else num_reward_funcs
+    if c.reward_weights is not None and len(c.reward_weights) != n_funcs:
+        _err(f"reward_weights has {len(c.reward_weights)} values but there are {n_funcs} reward functions: give one weight per function.")
     if c.lr_scheduler_type not in ("linear", "cosine", "constant", "constant_with_warmup"):
         _err(f"lr_scheduler_type={c.lr_scheduler_type!r}: use linear, cosine, constant or constant_with_warmup.")
     if not 0 <= c.warmup_ratio < 1: _err(f"warmup_ratio={c.warmup_ratio} must be in [0, 1).")
@@ -270,9 +279,6 @@ TRL_NOT_HERE = {   # TRL / transformers fields a TRL recipe may hold, and what g
     "use_adaptive_entropy": "it is not implemented: there is no entropy bonus (the `entropy` metric is logged)",
     "vespo_*": "loss_type=vespo is not implemented",
     "sync_ref_model": "it is not implemented: π_ref stays the initial model",
-    "multi_objective_aggregation": "it is not implemented: the weighted rewards are summed, then normalised per group "
-                                   "(TRL's default, sum_then_normalize)",
-    "chat_template_kwargs": "it is not implemented: conversational prompts go through the tokenizer's chat template as is",
     "generation_kwargs": "set temperature, top_p, top_k, min_p and repetition_penalty directly",
     "cast_lm_head_to_fp32": "it is not implemented: torch_dtype: float32 keeps the whole model in fp32",
 }
@@ -287,7 +293,12 @@ _BOOLS = {"true": True, "yes": True, "1": True, "false": False, "no": False, "0"
 
 def _as(kind: str, v):
     "`v` (a YAML value or a command-line string) as an int, float, bool or str; ValueError when it is not one."
-    if kind == "bool":
+    if kind == "dict":                                                       # a YAML mapping, or JSON on the command line
+        if isinstance(v, str):
+            try: v = json.loads(v)
+            except json.JSONDecodeError: raise ValueError(v) from None
+        if isinstance(v, dict) and all(isinstance(k, str) for k in v): return v
+    elif kind == "bool":
         if isinstance(v, bool): return v
         if isinstance(v, str) and v.strip().lower() in _BOOLS: return _BOOLS[v.strip().lower()]
     elif isinstance(v, bool): pass                                           # YAML's true is not a number or a name
@@ -312,7 +323,8 @@ def _coerce(name: str, value):
         return [v if callable(v) else _as("str", v) for v in items]       # reward functions: names, ids or callables
     except ValueError:
         default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
-        what = {"list": "a comma-separated list", "int": "an integer"}.get(kind, f"a {kind}")
+        what = {"list": "a comma-separated list", "int": "an integer",
+                "dict": """a mapping (in YAML), or JSON on the command line ('{"enable_thinking": false}')"""}.get(kind, f"a {kind}")
         if name == "reward_weights": what = "a list of numbers (1.0,0.5 or [1.0, 0.5])"
         raise GRPOEduError(f"{name}={value!r}: expected {what}{' or none' if optional else ''} (the default is "
                            f"{default!r}). Fix it in the recipe or on the command line (--{name} VALUE).") from None

@@ -111,6 +111,7 @@ class ModelReward:
         if tokenizer.pad_token is None: tokenizer.pad_token = tokenizer.eos_token
         if cfg is not None: (cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg).pad_token_id = tokenizer.pad_token_id
         self.model, self.tokenizer, self.batch_size = model.eval(), tokenizer, batch_size   # the score: last non-pad token
+        self.chat_template_kwargs = {}                      # GRPOTrainer sets its args' chat_template_kwargs here, as TRL
         if device is not None: self.model.to(device)
         self.__name__ = name.rstrip("/").split("/")[-1] or "reward_model"
 
@@ -121,7 +122,8 @@ class ModelReward:
         if not getattr(self.tokenizer, "chat_template", None):
             raise GRPOEduError(f"reward model `{self.__name__}`: the prompts are chats but its tokenizer has no chat template. "
                                f"Use string prompts, or give the reward model a tokenizer with a chat template.")
-        return [self.tokenizer.apply_chat_template(p + as_msgs(c), tokenize=False) for p, c in zip(prompts, completions)]
+        return [self.tokenizer.apply_chat_template(p + as_msgs(c), tokenize=False, **self.chat_template_kwargs)
+                for p, c in zip(prompts, completions)]
 
     @torch.no_grad()
     def __call__(self, prompts, completions, **kwargs) -> list[float]:

@@ -43,14 +43,17 @@ def is_conversational(prompt) -> bool:
     return isinstance(prompt, (list, tuple)) and len(prompt) > 0 and isinstance(prompt[0], dict) and "role" in prompt[0]
 
 # %% ../nbs/api/05_rollout.ipynb #c0717310
-def prompt_texts(tokenizer, prompts) -> list[str]:
+def prompt_texts(tokenizer, prompts,
+                 chat_template_kwargs: dict | None = None,  # extra template variables, e.g. {"enable_thinking": False} (Qwen3)
+                ) -> list[str]:
     "Prompts as text: chat-template conversational prompts (with the generation prompt), pass strings through."
     if any(is_conversational(p) for p in prompts):
         if not getattr(tokenizer, "chat_template", None):
             raise GRPOEduError("the dataset has conversational prompts (lists of messages) but the tokenizer has no chat "
                                "template. Use an -Instruct model's tokenizer (it ships one), set tokenizer.chat_template, "
                                "or give plain-text prompts.")
-        return [tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True) if is_conversational(p)
+        return [tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True, **(chat_template_kwargs or {}))
+                if is_conversational(p)
                 else p for p in prompts]
     return list(prompts)
 
@@ -59,9 +62,10 @@ def encode_prompts(
     tokenizer,                       # a HF tokenizer
     prompts: list,                   # strings or message lists
     max_prompt_length: int | None,   # keep the last N tokens of each prompt (None: all)
+    chat_template_kwargs: dict | None = None,  # passed to the chat template (see prompt_texts)
 ):                                   # -> (ids (B, P), mask (B, P)), left-padded
     "Tokenise and left-pad prompts; over-long prompts keep their last `max_prompt_length` tokens."
-    texts = prompt_texts(tokenizer, prompts)
+    texts = prompt_texts(tokenizer, prompts, chat_template_kwargs)
     rows = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
     if max_prompt_length is not None: rows = [r[-max_prompt_length:] for r in rows]
     width, pad = max(map(len, rows)), tokenizer.pad_token_id

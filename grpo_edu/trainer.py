@@ -28,7 +28,7 @@ from accelerate.utils import gather_object, set_seed
 from tqdm.auto import tqdm
 from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerState, get_scheduler
 from transformers.utils import logging as hf_logging
-from .advantages import group_advantages, group_reward_std, nanstd
+from .advantages import decoupled_advantages, group_advantages, group_reward_std, nanstd
 from .checkpoint import checkpoint_tmp, checkpoints, load_trainer_state, resolve_checkpoint, rng_state, save_checkpoint, set_rng_state
 from .config import MODEL_EXAMPLE, GRPOConfig
 from .data import load_task
@@ -175,18 +175,16 @@ class GRPOTrainer:
                  reward_processing_classes=None):  # tokenizers of reward models, one per reward function (None: their own)
         self.args = args = args if args is not None else GRPOConfig()
         self.accelerator = acc = Accelerator(mixed_precision="bf16" if self._use_bf16() else "no")
-        args.validate(acc.num_processes)
-        set_seed(args.seed)
         funcs = list(reward_funcs) if isinstance(reward_funcs, (list, tuple)) else [reward_funcs]
-        if args.reward_weights is not None and len(args.reward_weights) != len(funcs):
-            raise GRPOEduError(f"reward_weights has {len(args.reward_weights)} values but there are {len(funcs)} reward functions.")
+        args.validate(acc.num_processes, num_reward_funcs=len(funcs))    # the weights count the functions passed here
+        set_seed(args.seed)
         rpcs = reward_processing_classes if isinstance(reward_processing_classes, (list, tuple)) else [reward_processing_classes] * len(funcs)
         if len(rpcs) != len(funcs):
             raise GRPOEduError(f"reward_processing_classes has {len(rpcs)} entries but there are {len(funcs)} reward functions: "
                                f"give one per function (None for the ones that are not reward models).")
         self.reward_funcs = [get_reward_func(f, t) for f, t in zip(funcs, rpcs)]      # before the policy loads: a
-        for f in self.reward_funcs:                                                   # reward models on our device
-            if isinstance(f, ModelReward): f.model.to(acc.device)
+        for f in self.reward_funcs:                                                   # reward models: on our device, with TRL's template variables
+            if isinstance(f, ModelReward): f.model.to(acc.device); f.chat_template_kwargs = args.chat_template_kwargs or {}
         self.reward_names = [_reward_name(f) for f in self.reward_funcs]                      # bad reward fails fast
         self.reward_weights = torch.tensor(args.reward_weights or [1.0] * len(funcs), dtype=torch.float32)
         model_id = model if isinstance(model, str) else None
@@ -294,7 +292,7 @@ def _generate_and_score(self: GRPOTrainer, rows: list[dict]):
     "Rollout G completions per prompt, reward them, and compute advantages (and π_old, π_ref log-probs if needed)."
     a, acc, G, dev = self.args, self.accelerator, self.args.num_generations, self.accelerator.device
     prompts = [r["prompt"] for r in rows]
-    ids, pmask = encode_prompts(self.tokenizer, prompts, a.max_prompt_length)
+    ids, pmask = encode_prompts(self.tokenizer, prompts, a.max_prompt_length, a.chat_template_kwargs)
     ids, pmask = ids.repeat_interleave(G, 0).to(dev), pmask.repeat_interleave(G, 0).to(dev)   # (N, P), prompt-major
     t0 = time.perf_counter()
     with _phase("rollout"), acc.autocast():
@@ -318,7 +316,9 @@ def _generate_and_score(self: GRPOTrainer, rows: list[dict]):
     rpf_all = acc.gather(rpf)                                                                 # (N·procs, F)
     rewards_all = (rpf_all * self.reward_weights.to(dev)).nansum(1)
     rewards_all[torch.isnan(rpf_all).all(1)] = float("nan")
-    adv_all = group_advantages(rewards_all, G, a.scale_rewards)                               # (N·procs,)
+    if a.multi_objective_aggregation == "normalize_then_sum":                                 # GDPO: per reward, then sum
+        adv_all, std_gdpo = decoupled_advantages(rpf_all, G, self.reward_weights.to(dev))
+    else: adv_all = group_advantages(rewards_all, G, a.scale_rewards)                         # (N·procs,)
     std_all = group_reward_std(rewards_all, G)
     n = ids.size(0); local = slice(acc.process_index * n, (acc.process_index + 1) * n)
     lengths_all, trunc_all = acc.gather(cmask.sum(1).float()), acc.gather(truncated.float())
@@ -336,6 +336,7 @@ def _generate_and_score(self: GRPOTrainer, rows: list[dict]):
                                                  chunk_size=a.lm_head_chunk_size)
     # as TRL logs them: reward_std over the whole batch; zero-std by the std the advantages were scaled with
     std_used = nanstd(rewards_all).expand_as(std_all) if a.scale_rewards == "batch" else std_all
+    if a.multi_objective_aggregation == "normalize_then_sum": std_used = std_gdpo.expand_as(std_all)
     metrics = {"reward": torch.nanmean(rewards_all).item(), "reward_std": torch.nan_to_num(nanstd(rewards_all)).item(),
                "frac_reward_zero_std": torch.isclose(torch.nan_to_num(std_used, nan=0.0), torch.zeros_like(std_used)).float().mean().item(),
                "completions/mean_length": lengths_all.mean().item(), "completions/clipped_ratio": trunc_all.mean().item(),
@@ -433,10 +434,11 @@ def answer_rewards(
     temperature: float = 1.0,
     engine: str = "auto",              # rollout engine (see generate_completions)
     synced_gpus: bool = False,         # sharded weights on several processes (see generate_completions)
+    chat_template_kwargs: dict | None = None,  # extra chat-template variables (see prompt_texts)
 ) -> list[float]:                      # accuracy_reward of each completion, prompt-major (len = prompts × samples)
     "Generate for each prompt (greedily, or `samples` sampled completions) and score with `accuracy_reward`."
     dev = next(model.parameters()).device
-    ids, pm = encode_prompts(tokenizer, list(prompts), max_prompt_length)
+    ids, pm = encode_prompts(tokenizer, list(prompts), max_prompt_length, chat_template_kwargs)
     ids, pm = ids.repeat_interleave(samples, 0).to(dev), pm.repeat_interleave(samples, 0).to(dev)
     cids, _, _ = generate_completions(model, tokenizer, ids, pm, max_new_tokens, do_sample=samples > 1,
                                       temperature=temperature, engine=engine, synced_gpus=synced_gpus)
@@ -459,7 +461,8 @@ def evaluate(self: GRPOTrainer, dataset=None, max_samples: int | None = None, ba
         with acc.autocast():
             r = answer_rewards(model, self.tokenizer, [r["prompt"] for r in rows], [r["answer"] for r in rows],
                                max_new_tokens or self.args.max_completion_length, self.args.max_prompt_length,
-                               engine=self.rollout_engine, synced_gpus=self._synced_generate())
+                               engine=self.rollout_engine, synced_gpus=self._synced_generate(),
+                               chat_template_kwargs=self.args.chat_template_kwargs)
         correct += sum(x for x, k in zip(r, idx) if k is not None)
     tot = acc.reduce(torch.tensor([correct, float(sum(k is not None for k in mine))], device=acc.device), "sum")
     return {"accuracy": (tot[0] / tot[1].clamp(min=1)).item(), "n": int(tot[1].item())}

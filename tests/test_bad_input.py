@@ -84,6 +84,8 @@ def test_gsm8k_offline_error(tmp_path):
     (["bench", "--shapes", "7b", "--data_dir", "{data}"], "the benchmark knows the shapes 0.5b, 1.5b, tiny"),
     (["eval", "--model", "runs/typo/checkpoint-9"], "--model='runs/typo/checkpoint-9': no such file or folder"),
     (["eval", "--model", "{data}", "--dataset", "toy", "--split", "validation"], "the toy task has the splits train, test"),
+    (["eval", "--model", "m", "--chat_template_kwargs", "{{enable_thinking: false}}"], "JSON on the command line"),
+    (["train", "--use_vllm", "true"], "--use_vllm is not a GRPOConfig field (a TRL one: generation runs on grpo_edu's own"),
 ])
 def test_command_argument_errors(command, expected, tmp_path):
     for d in ("gsm8k", "qwen2.5-tokenizer"): (tmp_path / d).mkdir()      # what bench's --data_dir must hold

@@ -206,3 +206,73 @@ def test_reward_model_scores_equal_trl(tmp_path, chat):
     ours = ModelReward(str(path), batch_size=3)(prompts, completions)               # other batches than TRL's: same scores
     torch.testing.assert_close(torch.tensor(ours), theirs, rtol=1e-4, atol=1e-5)
     assert theirs.std() > 0                                                          # the texts really differ
+
+
+def _fixed(values, name):
+    "A reward function that hands out `values` in order, named `name` (TRL names metrics after __name__)."
+    queue = list(values)
+    def f(completions, **kw):
+        out = queue[:len(completions)]; del queue[:len(completions)]
+        return out
+    f.__name__ = name
+    return f
+
+
+@pytest.mark.parametrize("aggregation", ["sum_then_normalize", "normalize_then_sum"])
+def test_two_weighted_rewards_equal_trl(tmp_path, aggregation):
+    "Two weighted reward functions, summed then normalised (TRL's default) or normalised then summed (GDPO): TRL's numbers."
+    from grpo_edu.config import GRPOConfig
+    from grpo_edu.trainer import GRPOTrainer
+    other = [0.0, 1.0, 1.0, 0.0,   1.0, 0.0, 0.0, 0.0,   None, 1.0, 1.0, 1.0,   2.0, 0.0, 1.0, 0.0]
+    t = make_trl(tmp_path, reward_funcs=[_fixed(REWARDS, "first"), _fixed(other, "second")], reward_weights=[1.0, 0.5],
+                 multi_objective_aggregation=aggregation, per_device_train_batch_size=16)
+    torch.manual_seed(0)
+    out = t._generate_and_score_completions([{"prompt": f"{i}+{i}=", "answer": "0"} for i in range(4) for _ in range(4)])
+    theirs = {k: v[-1] for k, v in (t._metrics["train"] or t._metrics["eval"]).items()}
+    tok = toy_tokenizer()
+    ours_tr = GRPOTrainer(toy_model(tok, hidden_size=32, num_layers=2, seed=0), [_fixed(REWARDS, "first"), _fixed(other, "second")],
+                          GRPOConfig(output_dir=str(tmp_path / "ours"), num_generations=4, per_device_train_batch_size=16,
+                                     max_completion_length=6, reward_weights=[1.0, 0.5], multi_objective_aggregation=aggregation,
+                                     eval_dataset=None, max_steps=1),
+                          Dataset.from_list([{"prompt": f"{i}+{i}=", "answer": "0"} for i in range(16)]), None, tok)
+    batch, ours, _ = ours_tr._generate_and_score(ours_tr._prompt_rows(0))
+    torch.testing.assert_close(batch["advantages"], out["advantages"], rtol=1e-5, atol=1e-6)
+    for k in ("reward", "reward_std", "frac_reward_zero_std", "rewards/first/mean", "rewards/second/std"):
+        assert ours[k] == pytest.approx(theirs[k], rel=1e-5, abs=1e-6), (k, ours[k], theirs[k])
+    if aggregation == "normalize_then_sum":              # and it really differs from summing first
+        s = torch.tensor([float("nan") if x is None else x for x in REWARDS]).nan_to_num() + 0.5 * torch.tensor(
+            [float("nan") if x is None else x for x in other]).nan_to_num()
+        assert (group_advantages(s, 4) - batch["advantages"]).abs().max() > 0.1
+
+
+THINK = ("{% if enable_thinking is defined and not enable_thinking %} {% endif %}"       # a Qwen3-style switch: a leading space
+         "{% for m in messages %}{{ m['content'] }}{% endfor %}{% if add_generation_prompt %}={% endif %}")
+
+
+def test_chat_template_kwargs_reach_every_template_as_in_trl(tmp_path):
+    "chat_template_kwargs: the prompts we generate from, a reward model's input and the eval prompts get TRL's text."
+    from trl.data_utils import apply_chat_template
+    from grpo_edu.config import GRPOConfig
+    from grpo_edu.rewards import ModelReward
+    from grpo_edu.rollout import prompt_texts
+    from grpo_edu.trainer import GRPOTrainer
+    tok = toy_tokenizer(); tok.chat_template = THINK
+    kw = {"enable_thinking": False}
+    chats = [[{"role": "user", "content": f"{i}+{i}"}] for i in range(4)]
+    ours = prompt_texts(tok, chats, kw)
+    assert ours == [apply_chat_template({"prompt": c}, tok, **kw)["prompt"] for c in chats] and ours[0] == " 0+0="
+    assert prompt_texts(tok, chats) == ["0+0=", "1+1=", "2+2=", "3+3="]                       # without: the default
+    from transformers import Qwen2Config, Qwen2ForSequenceClassification
+    rm = Qwen2ForSequenceClassification(Qwen2Config(vocab_size=len(tok), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                                                    num_attention_heads=2, num_key_value_heads=1, num_labels=1))
+    args = GRPOConfig(output_dir=str(tmp_path), num_generations=4, per_device_train_batch_size=8, max_completion_length=4,
+                      eval_dataset=None, max_steps=1, chat_template_kwargs=kw, max_prompt_length=None)
+    tr = GRPOTrainer(toy_model(tok, seed=0), ["accuracy", rm], args,
+                     Dataset.from_list([{"prompt": c, "answer": "0"} for c in chats]), None, tok, [None, tok])
+    done = [[{"role": "assistant", "content": "12"}]] * 4
+    assert tr.reward_funcs[1].texts(chats, done) == [apply_chat_template({"messages": c + d}, tok, **kw)["text"]
+                                                     for c, d in zip(chats, done)] == [f" {i}+{i}12" for i in range(4)]
+    batch, _, _ = tr._generate_and_score(tr._prompt_rows(0))
+    P = batch["input_ids"].size(1) - batch["K"]
+    assert all(t.startswith(" ") for t in tok.batch_decode(batch["input_ids"][:, :P], skip_special_tokens=True))
+    assert tr.evaluate(Dataset.from_list([{"prompt": c, "answer": "0"} for c in chats]))["n"] == 4
