@@ -34,6 +34,7 @@ class GRPOConfig:
     dataset_path: str | None = None          # a local copy of GSM8K (file or folder), used with dataset="gsm8k"
     eval_dataset: str | None = "auto"        # "auto": the task's test split when it has an `answer` column; None: no eval
     eval_max_samples: int | None = None      # evaluate on the first N eval prompts (None: all)
+    eval_steps: int = 0                      # also evaluate every N steps, logged as eval_accuracy (0: before and after only)
     reward_funcs: list = field(default_factory=lambda: ["accuracy"])  # built-in names, my_module.my_func, or reward-model ids
     reward_weights: list | None = None       # one weight per reward function (None: all 1.0)
     torch_dtype: str = "float32"             # weights' dtype: "float32" (fp32 master weights), "bfloat16", "auto"
@@ -64,6 +65,7 @@ class GRPOConfig:
     sapo_temperature_pos: float = 1.0        # loss_type=sapo: gate temperature for A > 0
     sapo_temperature_neg: float = 1.05       # loss_type=sapo: gate temperature for A ≤ 0
     use_bias_correction_kl: bool = True      # weigh k3 by ρ: an unbiased ∇KL(π_θ‖π_ref) (TRL 1.16's default)
+    top_entropy_quantile: float = 1.0        # train the surrogate on this top fraction of tokens by entropy (0.2: "80/20")
     scale_rewards: str = "group"             # group | batch | none
     multi_objective_aggregation: str = "sum_then_normalize"  # or normalize_then_sum (GDPO: each reward normalised per group first)
     mask_truncated_completions: bool = False # drop completions that hit max_completion_length from the loss
@@ -118,6 +120,7 @@ RANGES = {   # field: (the test a value must pass, what the message asks for); t
     "save_steps": (lambda v: v >= 0, "≥ 0 (0 saves only at the end)"),
     "save_total_limit": (lambda v: v is None or v >= 1, "≥ 1, or null to keep every checkpoint"),
     "eval_max_samples": (lambda v: v is None or v >= 1, "≥ 1, or null for the whole eval set"),
+    "eval_steps": (lambda v: v >= 0, "≥ 0 (0: evaluate only before and after training)"),
     "top_k": (lambda v: v >= 0, "≥ 0 (0: no top-k filter)"),
     "min_p": (lambda v: v is None or 0 <= v <= 1, "in [0, 1], or null for no min-p filter"),
     "repetition_penalty": (lambda v: v > 0, "> 0 (1.0: no penalty)"),
@@ -129,6 +132,7 @@ RANGES = {   # field: (the test a value must pass, what the message asks for); t
     "adam_beta2": (lambda v: 0 <= v < 1, "in [0, 1) (0.999 is typical)"),
     "num_completions_to_print": (lambda v: v >= 0, "≥ 0"),
     "sapo_temperature_pos": (lambda v: v > 0, "> 0 (SAPO's default is 1.0)"),
+    "top_entropy_quantile": (lambda v: 0 < v <= 1, "in (0, 1]: the top fraction of tokens by entropy to train on (1.0: all, 0.2 is the paper's)"),
     "sapo_temperature_neg": (lambda v: v > 0, "> 0 (SAPO's default is 1.05)"),
     "toy_warm_start_steps": (lambda v: v >= 0, "≥ 0 (0: no warm start)"),
     "toy_warm_start_accuracy": (lambda v: 0 <= v <= 1, "in [0, 1]"),
@@ -261,20 +265,20 @@ GRPOConfig.validate = validate
 FIELD_NAMES = tuple(f.name for f in fields(GRPOConfig))
 
 # %% ../nbs/api/06_config.ipynb #917d3423
-_EVAL = "grpo_edu measures greedy accuracy before and after training instead (eval_dataset, eval_max_samples; summary.json)"
+_EVAL = ("grpo_edu measures greedy accuracy on eval_dataset before and after training, and every eval_steps steps "
+         "(eval_max_samples prompts; summary.json, eval_accuracy in metrics.jsonl)")
 _VLLM = "generation runs on grpo_edu's own static-cache engine instead of vLLM (rollout_engine: auto, static or hf)"
 TRL_NOT_HERE = {   # TRL / transformers fields a TRL recipe may hold, and what grpo_edu does instead
     "use_vllm": _VLLM, "vllm_*": _VLLM, "use_transformers_paged": _VLLM, "use_transformers_continuous_batching": _VLLM,
     "steps_per_generation": "each generation feeds one optimizer step of gradient_accumulation_steps micro-batches; "
                             "reuse it for more steps with num_iterations",
     "generation_batch_size": "a generation is per_device_train_batch_size × gradient_accumulation_steps completions per process",
-    "eval_strategy": _EVAL, "eval_steps": _EVAL, "per_device_eval_batch_size": _EVAL, "num_generations_eval": _EVAL,
+    "eval_strategy": _EVAL, "per_device_eval_batch_size": _EVAL, "num_generations_eval": _EVAL,
     "save_strategy": "checkpoints are written every save_steps (0: only at the end)",
     "logging_strategy": "metrics are logged every logging_steps",
     "fp16": "set torch_dtype: float16", "model_init_kwargs": "set torch_dtype; other from_pretrained arguments are not passed",
     "push_to_hub": "upload output_dir's final model yourself", "hub_model_id": "upload output_dir's final model yourself",
     "run_name": "name the run with output_dir",
-    "top_entropy_quantile": "it is not implemented: every completion token is trained on",
     "entropy_coef": "it is not implemented: there is no entropy bonus (the `entropy` metric is logged)",
     "use_adaptive_entropy": "it is not implemented: there is no entropy bonus (the `entropy` metric is logged)",
     "vespo_*": "loss_type=vespo is not implemented",

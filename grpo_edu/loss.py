@@ -6,7 +6,7 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/loss.html.md"""
 
 # %% auto #0
 __all__ = ['LOSS_TYPES', 'CLIPPED_LOSS_TYPES', 'IMPORTANCE_SAMPLING_LEVELS', 'per_token_loss', 'aggregate_loss', 'grpo_loss',
-           'grpo_loss_metrics']
+           'grpo_loss_metrics', 'high_entropy_mask']
 
 # %% ../nbs/api/00_loss.ipynb #ddfc6090
 """The GRPO loss: clipped surrogate + β·k3 KL, with TRL's aggregations (grpo, bnpo, dr_grpo, dapo) and surrogates (cispo, sapo, luspo).
@@ -43,6 +43,7 @@ def per_token_loss(
     sapo_temperature_pos: float = 1.0,  # sapo: gate temperature where A > 0
     sapo_temperature_neg: float = 1.05, # sapo: gate temperature where A ≤ 0
     use_bias_correction_kl: bool = True,  # weigh k3 by ρ so its gradient is ∇KL(π_θ‖π_ref) (TRL 1.16's default)
+    entropy_mask: torch.Tensor | None = None,  # (B, T) bool: train the surrogate on these tokens only (high_entropy_mask)
 ):
     "Per-token surrogate loss + β·k3, plus the k3 KL and the ratio ρ (for metrics)."
     if beta != 0.0 and ref_logps is None:
@@ -70,6 +71,7 @@ def per_token_loss(
         clipped = torch.clamp(ratio, 1 - epsilon, 1 + hi)
         if delta is not None: ratio = torch.clamp(ratio, max=delta)            # two-sided: caps ρ when A < 0 too
         loss = -torch.min(ratio * adv, clipped * adv)                          # (B, T)  pessimistic surrogate
+    if entropy_mask is not None: loss = loss * entropy_mask                    # the KL below still acts on every token
     if kl is not None: loss = loss + beta * kl
     return loss, kl, ratio
 
@@ -111,7 +113,7 @@ def grpo_loss(
     max_completion_length: int | None = None,  # for dr_grpo
     num_items_in_batch: float | None = None,   # for dapo, cispo
     importance_sampling_level: str = "token",  # token (GRPO) | sequence (GSPO)
-    **kw,                                      # delta, sapo_temperature_pos/neg, use_bias_correction_kl (per_token_loss)
+    **kw,                                      # delta, sapo_temperature_pos/neg, use_bias_correction_kl, entropy_mask
 ) -> torch.Tensor:                             # scalar loss to minimise
     "The GRPO loss: clipped surrogate + β·k3, aggregated by `loss_type`; equals TRL 1.16's `_compute_loss`."
     loss, _, _ = per_token_loss(logps, old_logps, ref_logps, advantages, beta, epsilon, epsilon_high, mask,
@@ -146,3 +148,17 @@ def grpo_loss_metrics(
         if loss_type == "cispo": out["cispo_clip_ratio"] = ((((ratio > hi) & (adv > 0)) * cm).sum(), cn)   # weights capped
         if kl is not None: out["kl"] = ((kl * m).sum(), n)
     return {k: (float(s), float(c)) for k, (s, c) in out.items()}
+
+# %% ../nbs/api/00_loss.ipynb #71608937
+def high_entropy_mask(
+    entropies: torch.Tensor,          # (B, T) entropy of each position's next-token distribution
+    mask: torch.Tensor,               # (B, T) completion mask
+    top_entropy_quantile: float,      # keep this top fraction of the completion tokens, by entropy (1.0: all)
+    gather=None,                      # local 1-D values -> every process's values (None: this process only)
+) -> torch.Tensor:                    # (B, T) bool
+    "The completion tokens whose entropy is in the top `top_entropy_quantile` (TRL's `get_high_entropy_mask`)."
+    vals = entropies[mask.bool()].float()                                      # (n,) this process's completion tokens
+    if gather is not None: vals = gather(vals)
+    if vals.numel() == 0: return torch.zeros_like(mask, dtype=torch.bool)
+    threshold = torch.quantile(vals, 1 - top_entropy_quantile)                 # e.g. the 80th percentile for 0.2
+    return (entropies >= threshold) & mask.bool()

@@ -77,7 +77,7 @@ class MetricsWriter:
         if self.tb is not None: self.tb.close()
 
 # %% ../nbs/api/07_monitor.ipynb #64c1b0a0
-PLOTS = {"reward": ["reward"], "accuracy": ["rewards/accuracy_reward/mean"], "kl": ["kl"],
+PLOTS = {"reward": ["reward"], "accuracy": ["rewards/accuracy_reward/mean", "eval_accuracy"], "kl": ["kl"],
          "length": ["completions/mean_length"], "grad_norm": ["grad_norm"]}
 
 # %% ../nbs/api/07_monitor.ipynb #ae002c0d
@@ -90,16 +90,17 @@ def plot_metrics(
     out, written = Path(out_dir), []
     out.mkdir(parents=True, exist_ok=True)
     for name, keys in PLOTS.items():
-        pts = [(r["step"], r[k]) for r in rows for k in keys if isinstance(r.get(k), (int, float)) and math.isfinite(r[k])]
-        if not pts:
+        curves = {k: [(r["step"], r[k]) for r in rows if isinstance(r.get(k), (int, float)) and math.isfinite(r[k])] for k in keys}
+        if not any(curves.values()):
             (out / f"{name}.png").unlink(missing_ok=True)          # an earlier run's curve would pass for this one's
             continue
         fig, ax = plt.subplots(figsize=(5, 3), dpi=80)
-        ax.plot(*zip(*pts), lw=1.5, label=f"train {name}")
+        for k, pts in curves.items():                                # train curve; eval_accuracy as points on its own
+            if pts: ax.plot(*zip(*pts), lw=1.5, label=f"train {name}" if k == keys[0] else k, marker="o" if k != keys[0] else None)
         if name == "accuracy" and evals:
             for lab, v in evals.items():
                 if v is not None: ax.axhline(v, ls="--", lw=1, color="gray" if lab == "before" else "green", label=f"eval {lab}: {v:.2f}")
-            ax.legend(fontsize=7)
+        if len(ax.get_legend_handles_labels()[0]) > 1: ax.legend(fontsize=7)
         ax.set_xlabel("step"); ax.set_title(name); ax.grid(alpha=0.3)
         fig.tight_layout(); p = out / f"{name.replace('/', '_')}.png"; fig.savefig(p); plt.close(fig)
         written.append(p)

@@ -34,7 +34,7 @@ from .config import MODEL_EXAMPLE, GRPOConfig
 from .data import load_task
 from .errors import GRPOEduError, check_local_path
 from .logprobs import per_token_logps
-from .loss import grpo_loss, grpo_loss_metrics
+from .loss import grpo_loss, grpo_loss_metrics, high_entropy_mask
 from .monitor import HEALTH_ADVICE, HealthMonitor, MetricsWriter, plot_metrics, trim_jsonl, write_json
 from .rewards import ModelReward, accuracy_reward, get_reward_func
 from .rollout import encode_prompts, generate_completions, is_conversational
@@ -177,6 +177,10 @@ class GRPOTrainer:
         self.accelerator = acc = Accelerator(mixed_precision="bf16" if self._use_bf16() else "no")
         funcs = list(reward_funcs) if isinstance(reward_funcs, (list, tuple)) else [reward_funcs]
         args.validate(acc.num_processes, num_reward_funcs=len(funcs))    # the weights count the functions passed here
+        if args.eval_steps and eval_dataset is None:                        # before any model loads
+            raise GRPOEduError(f"eval_steps={args.eval_steps} evaluates during training, but there is no eval set: pass "
+                               f"eval_dataset (rows with `prompt` and `answer`; from the CLI, a task with a test split or "
+                               f"--eval_dataset FILE), or set eval_steps 0.")
         set_seed(args.seed)
         rpcs = reward_processing_classes if isinstance(reward_processing_classes, (list, tuple)) else [reward_processing_classes] * len(funcs)
         if len(rpcs) != len(funcs):
@@ -374,6 +378,15 @@ def micro_batches(
     order = torch.argsort(lengths, stable=True) if by_length else torch.arange(len(lengths), device=lengths.device)
     return list(order.split(size))
 
+# %% ../nbs/api/09_trainer.ipynb #5eec8cb1
+def _gather_values(self: GRPOTrainer, x: torch.Tensor) -> torch.Tensor:
+    "Every process's 1-D values (≥ 0, of any count): padded with a negative sentinel for the gather, which is then dropped."
+    acc = self.accelerator
+    if acc.num_processes == 1: return x
+    out = acc.gather(acc.pad_across_processes(x, dim=0, pad_index=-1e9))
+    return out[out != -1e9]
+GRPOTrainer._gather_values = _gather_values
+
 # %% ../nbs/api/09_trainer.ipynb #83347c72
 def _update(self: GRPOTrainer, batch: dict) -> dict:
     "One optimizer step over the batch's micro-batches; returns loss, grad_norm and the loss metrics."
@@ -397,9 +410,11 @@ def _update(self: GRPOTrainer, batch: dict) -> dict:
         with _phase("the policy update (forward/backward)"), sync, acc.autocast():
             logps, ent = per_token_logps(model, batch["input_ids"][rows, :cut], batch["attention_mask"][rows, :cut], k,
                                          a.temperature, compute_entropy=True, chunk_size=a.lm_head_chunk_size)  # (b, k)
+            keep = (high_entropy_mask(ent.detach(), mask, a.top_entropy_quantile, self._gather_values)   # the forks (TRL: per
+                    if a.top_entropy_quantile < 1 else None)                                              # micro-batch)
             loss = grpo_loss(logps, pick("old_logps"), pick("ref_logps"), batch["advantages"][rows], mask,
                              a.beta, a.epsilon, a.epsilon_high, a.loss_type, a.max_completion_length,
-                             num_items_in_batch=batch["num_items"] / acc.num_processes, **lkw)
+                             num_items_in_batch=batch["num_items"] / acc.num_processes, entropy_mask=keep, **lkw)
             if a.loss_type not in ("dapo", "cispo"): loss = loss / GA   # their normaliser already spans the whole batch
             acc.backward(loss, **({"scale_wrt_gas": False} if ds else {}))   # DeepSpeed would divide by GA again
         loss_total += loss.item()
@@ -565,10 +580,16 @@ def train(self: GRPOTrainer) -> dict:
             row["step_time"] = time.time() - t0
             window.append(row)
             stop = self._stop_signal()                                 # the same answer on every process
+            ev = None                                                  # held-out accuracy every eval_steps (the last: eval_after)
+            if a.eval_steps and self.step % a.eval_steps == 0 and self.step < self.max_steps and not stop and self.eval_dataset is not None:
+                ev = self.evaluate()
+                if main: tqdm.write(f"[grpo-edu] step {self.step}: eval accuracy {ev['accuracy']:.3f} (n={ev['n']})")
+                if main and self.step % a.logging_steps: writer.write({"step": self.step, "eval_accuracy": ev["accuracy"]})
             if self.step % a.logging_steps == 0 or self.step == self.max_steps or stop:   # stopping: log what is left
                 keys = dict.fromkeys(k for r in window for k in r)           # a reward's log_metric may skip a step
                 logged = {"step": self.step, **{k: sum(vs) / len(vs) for k in keys if (vs := [r[k] for r in window if k in r])}}
                 logged["skipped_step"] = sum(r["skipped_step"] for r in window); window = []
+                if ev is not None: logged["eval_accuracy"] = ev["accuracy"]
                 for w in self.health.update(logged):
                     if main: tqdm.write(f"[grpo-edu] warning at step {self.step}: {HEALTH_ADVICE[w]}")
                 if main: writer.write(logged)

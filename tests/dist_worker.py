@@ -8,14 +8,15 @@ from grpo_edu.config import GRPOConfig
 from grpo_edu.toy import toy_model, toy_tokenizer
 from grpo_edu.trainer import GRPOTrainer
 
-out_path, loss_type = sys.argv[1], sys.argv[2]
+out_path, (loss_type, _, entropy) = sys.argv[1], sys.argv[2].partition("+")   # "dapo+entropy": top 30% of tokens only
 tok = toy_tokenizer()
 model = toy_model(tok, hidden_size=32, num_layers=2, seed=0)
 ds = Dataset.from_list([{"prompt": f"{i}+{i}=", "answer": str(2 * i)} for i in range(8)])
 G, N, K = 4, 16, 5                                            # global batch: 4 prompts x 4 completions
 world = int(__import__("os").environ.get("WORLD_SIZE", 1))
 args = GRPOConfig(output_dir="/tmp/dist_unused", num_generations=G, per_device_train_batch_size=N // world,
-                  max_completion_length=K, learning_rate=1e-3, beta=0.04, loss_type=loss_type, eval_dataset=None, max_steps=1)
+                  max_completion_length=K, learning_rate=1e-3, beta=0.04, loss_type=loss_type, eval_dataset=None, max_steps=1,
+                  top_entropy_quantile=0.3 if entropy else 1.0)
 tr = GRPOTrainer(model, "accuracy", args, ds, None, tok)
 acc = tr.accelerator
 

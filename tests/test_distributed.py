@@ -16,7 +16,8 @@ def _run(cmd, tmp_path):
 
 # bnpo is left out on purpose: like TRL's, it divides by each process's own token count, so on several processes it is
 # the mean of per-process token means (not the global token mean). dapo is the exact global token mean.
-@pytest.mark.parametrize("loss_type", ["grpo", "dapo", "dr_grpo"])
+# dapo+entropy: top_entropy_quantile's threshold is taken over every process's tokens (gathered), so it is the same.
+@pytest.mark.parametrize("loss_type", ["grpo", "dapo", "dr_grpo", "dapo+entropy"])
 def test_two_processes_equal_one(tmp_path, loss_type):
     _run([sys.executable, str(WORKER), str(tmp_path / "one.json"), loss_type], tmp_path)
     # two CPU processes with the gloo backend; ACCELERATE_USE_CPU makes accelerate use them (MULTI_CPU)

@@ -73,11 +73,12 @@ def test_adamw_8bit_without_bitsandbytes_says_how(monkeypatch):
 
 @pytest.mark.parametrize("loss_type,extra", [("grpo", {}), ("dapo", {}), ("dr_grpo", {}), ("cispo", {"epsilon_high": 1.3}),
                                              ("sapo", {}), ("luspo", {"importance_sampling_level": "sequence"}),
-                                             ("dapo", {"delta": 1.5}), ("grpo", {"use_bias_correction_kl": False})])
+                                             ("dapo", {"delta": 1.5}), ("grpo", {"use_bias_correction_kl": False}),
+                                             ("dapo", {"top_entropy_quantile": 0.3, "gradient_accumulation_steps": 1})])
 def test_accumulated_update_equals_the_loss_on_the_whole_batch(loss_type, extra):
     "Four bucketed micro-batches give the gradient of grpo_loss on the whole batch at once: each loss type is normalised once."
     from grpo_edu.logprobs import per_token_logps
-    from grpo_edu.loss import grpo_loss
+    from grpo_edu.loss import grpo_loss, high_entropy_mask
     tr = make_trainer(loss_type=loss_type, max_grad_norm=1e9, **extra)                 # no clipping of the total gradient
     a, model = tr.args, tr.accelerator.unwrap_model(tr.model)
     batch, _, _ = tr._generate_and_score(tr._prompt_rows(0))
@@ -87,9 +88,13 @@ def test_accumulated_update_equals_the_loss_on_the_whole_batch(loss_type, extra)
     batch["old_logps"] = now + 0.3 * torch.randn(now.shape, generator=torch.Generator().manual_seed(0))   # π_old ≠ π_θ
     out, grads = grads_of_update(tr, batch)
     model.zero_grad(set_to_none=True)
-    whole = grpo_loss(per_token_logps(model, ids, attn, K, a.temperature), batch["old_logps"], batch["ref_logps"],
-                      batch["advantages"], batch["mask"], a.beta, a.epsilon, a.epsilon_high, loss_type, a.max_completion_length,
-                      num_items_in_batch=batch["num_items"], **{k: v for k, v in extra.items() if k != "epsilon_high"})
+    logps, ent = per_token_logps(model, ids, attn, K, a.temperature, compute_entropy=True)
+    keep = None                      # the entropy mask is per micro-batch (as TRL's): one micro-batch here, the whole batch
+    if a.top_entropy_quantile < 1: keep = high_entropy_mask(ent.detach(), batch["mask"], a.top_entropy_quantile)
+    loss_kw = {k: v for k, v in extra.items() if k not in ("epsilon_high", "top_entropy_quantile", "gradient_accumulation_steps")}
+    whole = grpo_loss(logps, batch["old_logps"], batch["ref_logps"], batch["advantages"], batch["mask"], a.beta, a.epsilon,
+                      a.epsilon_high, loss_type, a.max_completion_length, num_items_in_batch=batch["num_items"],
+                      entropy_mask=keep, **loss_kw)
     whole.backward()
     assert out["loss"] == pytest.approx(whole.item(), rel=1e-5, abs=1e-7)
     for n, p in model.named_parameters(): torch.testing.assert_close(grads[n], p.grad, rtol=1e-4, atol=1e-6)

@@ -13,7 +13,7 @@ from trl import GRPOConfig as TRLConfig, GRPOTrainer as TRLTrainer
 from datasets import Dataset
 from grpo_edu.advantages import group_advantages
 from grpo_edu.logprobs import per_token_logps, selective_log_softmax
-from grpo_edu.loss import grpo_loss, grpo_loss_metrics
+from grpo_edu.loss import grpo_loss, grpo_loss_metrics, high_entropy_mask
 from grpo_edu.toy import toy_tokenizer, toy_model
 
 
@@ -46,7 +46,8 @@ CASES += [("cispo", 0.0, 5.0, "token", {}), ("cispo", 0.04, 1.2, "token", {}), (
           ("sapo", 0.0, None, "token", {}), ("sapo", 0.04, None, "sequence", {}),
           ("sapo", 0.04, None, "token", {"sapo_temperature_pos": 2.0, "sapo_temperature_neg": 0.5}),
           ("luspo", 0.0, None, "sequence", {}), ("luspo", 0.04, None, "sequence", {}), ("luspo", 0.04, None, "token", {}),
-          ("grpo", 0.04, None, "token", {"delta": 1.3}), ("dapo", 0.0, 0.28, "token", {"delta": 1.3})]   # two-sided clip
+          ("grpo", 0.04, None, "token", {"delta": 1.3}), ("dapo", 0.0, 0.28, "token", {"delta": 1.3}),   # two-sided clip
+          ("dapo", 0.04, None, "token", {"top_entropy_quantile": 0.2}), ("grpo", 0.0, 0.28, "sequence", {"top_entropy_quantile": 0.5})]
 
 
 @pytest.mark.parametrize("loss_type,beta,epsilon_high,level,extra", CASES,
@@ -68,9 +69,13 @@ def test_loss_and_gradient_equal_trl(tmp_path, loss_type, beta, epsilon_high, le
     params = [p for p in model.parameters() if p.requires_grad]
     loss_trl = t._compute_loss(model, inputs)
     g_trl = torch.autograd.grad(loss_trl, params)
-    logps = per_token_logps(model, ids, attn, K)
+    logps, ent = per_token_logps(model, ids, attn, K, compute_entropy=True)
+    q = extra.get("top_entropy_quantile", 1.0)                           # the forking tokens only (TRL's entropy mask)
+    extra = {k: v for k, v in extra.items() if k != "top_entropy_quantile"}
+    keep = high_entropy_mask(ent.detach(), cmask, q) if q < 1 else None
+    if keep is not None: assert 0 < keep.sum() < cmask.sum()
     ours = grpo_loss(logps, old, ref if beta else None, adv, cmask, beta=beta, epsilon=0.2, epsilon_high=epsilon_high,
-                     loss_type=loss_type, max_completion_length=6, importance_sampling_level=level, **extra)
+                     loss_type=loss_type, max_completion_length=6, importance_sampling_level=level, entropy_mask=keep, **extra)
     g_ours = torch.autograd.grad(ours, params)
     if "delta" in extra:                                                 # the cap really binds on these inputs
         assert abs(ours.item() - grpo_loss(logps, old, ref if beta else None, adv, cmask, beta=beta, epsilon_high=epsilon_high,
