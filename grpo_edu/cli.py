@@ -106,9 +106,8 @@ def cmd_eval(argv: list[str]) -> int:
                    help="auto: the static-cache CUDA-graph sampler on CUDA, HF generate elsewhere")
     p.add_argument("--chat_template_kwargs", help='JSON for the chat template, e.g. \'{"enable_thinking": false}\' (Qwen3)')
     a = p.parse_args(argv)
-    if a.chat_template_kwargs is not None:
-        from grpo_edu.config import _coerce
-        a.chat_template_kwargs = _coerce("chat_template_kwargs", a.chat_template_kwargs)
+    if a.chat_template_kwargs is not None:                          # read as `train` reads it: a mapping, from JSON
+        a.chat_template_kwargs = load_config(None, {"chat_template_kwargs": a.chat_template_kwargs}).chat_template_kwargs
     check_local_path(a.model, "--model", MODEL_EXAMPLE)           # before the dataset loads
     if a.output:                         # checked before the evaluation, so that its result is never lost at the end
         out = Path(a.output)

@@ -132,8 +132,8 @@ RANGES = {   # field: (the test a value must pass, what the message asks for); t
     "adam_beta2": (lambda v: 0 <= v < 1, "in [0, 1) (0.999 is typical)"),
     "num_completions_to_print": (lambda v: v >= 0, "≥ 0"),
     "sapo_temperature_pos": (lambda v: v > 0, "> 0 (SAPO's default is 1.0)"),
-    "top_entropy_quantile": (lambda v: 0 < v <= 1, "in (0, 1]: the top fraction of tokens by entropy to train on (1.0: all, 0.2 is the paper's)"),
     "sapo_temperature_neg": (lambda v: v > 0, "> 0 (SAPO's default is 1.05)"),
+    "top_entropy_quantile": (lambda v: 0 < v <= 1, "in (0, 1]: the top fraction of tokens by entropy to train on (1.0: all, 0.2 is the paper's)"),
     "toy_warm_start_steps": (lambda v: v >= 0, "≥ 0 (0: no warm start)"),
     "toy_warm_start_accuracy": (lambda v: 0 <= v <= 1, "in [0, 1]"),
 }
