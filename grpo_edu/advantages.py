@@ -77,13 +77,8 @@ def decoupled_advantages(
 ) -> tuple[torch.Tensor, torch.Tensor]:    # (N,) advantages, and the batch std of the summed normalised rewards
     "GDPO (TRL's `normalize_then_sum`): each reward normalised within its group, summed with weights, normalised over the batch."
     N, F = rewards_per_func.shape
-    _check_groups(N, num_generations)
-    g = rewards_per_func.float().view(-1, num_generations, F)                     # (P, G, F)
-    mean_k = torch.nanmean(g, dim=1, keepdim=True)                                # (P, 1, F) each reward's group mean
-    std_k = nanstd(g, dim=1).unsqueeze(1) if num_generations > 1 else torch.zeros_like(mean_k)
-    r_k = ((g - mean_k) / (std_k + eps)).view(N, F)                               # (N, F) r̃_ik
+    r_k = torch.stack([group_advantages(rewards_per_func[:, k], num_generations, eps=eps) for k in range(F)], 1)  # (N, F) r̃_ik
     w = torch.ones(F) if weights is None else weights
-    s = (r_k * w.to(r_k)).nansum(1)                                               # (N,) s_i = Σ_k w_k r̃_ik
+    s = r_k @ w.to(r_k)                                                           # (N,) s_i = Σ_k w_k r̃_ik (unscored: 0)
     s[torch.isnan(rewards_per_func).all(1)] = float("nan")                        # scored by no function: no signal
-    std = nanstd(s) if N > 1 else torch.zeros(())
-    return torch.nan_to_num((s - torch.nanmean(s)) / (std + eps), nan=0.0), std
+    return group_advantages(s, N, eps=eps), nanstd(s)                             # the whole batch as one group
