@@ -43,6 +43,9 @@ class GRPOConfig:
     per_device_train_batch_size: int = 8     # completions per device per micro-batch; a multiple of G
     gradient_accumulation_steps: int = 1     # micro-batches per optimizer step
     num_iterations: int = 1                  # μ: optimizer steps on each generated batch (π_old ≠ π_θ when > 1)
+    steps_per_generation: int | None = None  # micro-batches one generation feeds, a multiple of gradient_accumulation_steps
+                                             # (None: gradient_accumulation_steps, i.e. one optimizer step per generation)
+    generation_batch_size: int | None = None # the same, counted as completions per generation over all processes (TRL's)
     # generation
     max_prompt_length: int | None = 512      # prompts are left-truncated to this many tokens (None: no limit)
     max_completion_length: int = 256         # new tokens per completion
@@ -112,8 +115,41 @@ class GRPOConfig:
         "Prompts in one optimizer step across all processes: batch × accumulation × processes / G."
         return self.per_device_train_batch_size * self.gradient_accumulation_steps * num_processes // self.num_generations
 
+    def generation_steps(self, num_processes: int = 1) -> int:
+        "Micro-batches one generation feeds (TRL's steps_per_generation), from either of the two fields that set it."
+        if self.generation_batch_size is not None:
+            return self.generation_batch_size // (self.per_device_train_batch_size * num_processes)
+        return self.steps_per_generation or self.gradient_accumulation_steps
+
+    def prompts_per_generation(self, num_processes: int = 1) -> int:
+        "Prompts one generation samples across all processes: batch × generation_steps × processes / G."
+        return self.per_device_train_batch_size * self.generation_steps(num_processes) * num_processes // self.num_generations
+
 # %% ../nbs/api/06_config.ipynb #50098464
 def _err(msg): raise GRPOEduError(msg)
+
+def _check_generation_batch(c, num_processes: int) -> None:
+    "steps_per_generation / generation_batch_size: at most one of them, and a generation feeds whole optimizer steps."
+    mb, GA, P = c.per_device_train_batch_size, c.gradient_accumulation_steps, num_processes
+    for name in ("steps_per_generation", "generation_batch_size"):
+        v = getattr(c, name)
+        if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
+            _err(f"{name}={v!r} must be a positive integer, or null for one generation per optimizer step.")
+    if c.steps_per_generation is not None and c.generation_batch_size is not None:
+        _err(f"steps_per_generation={c.steps_per_generation} and generation_batch_size={c.generation_batch_size} say the same "
+             f"thing two ways (generation_batch_size = per_device_train_batch_size × processes × steps_per_generation): "
+             f"set one of them.")
+    if c.generation_batch_size is not None and c.generation_batch_size % (mb * P):
+        _err(f"generation_batch_size={c.generation_batch_size} counts one generation's completions over all {P} process(es), "
+             f"so it must be a multiple of per_device_train_batch_size × processes = {mb * P}: e.g. {mb * P * GA} (one "
+             f"optimizer step per generation) or {2 * mb * P * GA} (two).")
+    S = c.generation_steps(P)
+    if S % GA:
+        what = (f"steps_per_generation={S}" if c.generation_batch_size is None else
+                f"generation_batch_size={c.generation_batch_size} ({S} micro-batches of {mb} on {P} process(es))")
+        _err(f"{what} is not a multiple of gradient_accumulation_steps={GA}: grpo_edu spends each generation on whole "
+             f"optimizer steps of {GA} micro-batches. Use steps_per_generation {GA} (one step per generation, the default), "
+             f"{2 * GA} (two steps), … (TRL would also let a generation end in the middle of a step).")
 
 RANGES = {   # field: (the test a value must pass, what the message asks for); types are checked when values are read
     "max_steps": (lambda v: v == -1 or v > 0, "> 0, or -1 to train for num_train_epochs"),
@@ -163,6 +199,7 @@ def validate(self: GRPOConfig, num_processes: int = 1,
              f"it counts completions, and each micro-batch must hold whole groups of {G}. "
              f"Valid choices: {', '.join(map(str, ok))}, … (or change num_generations to a divisor of "
              f"{c.per_device_train_batch_size}).")
+    _check_generation_batch(c, num_processes)
     if not isinstance(c.max_completion_length, int) or c.max_completion_length <= 0:
         _err(f"max_completion_length={c.max_completion_length!r} must be a positive number of tokens (e.g. 256).")
     if c.max_prompt_length is not None and (not isinstance(c.max_prompt_length, int) or c.max_prompt_length <= 0):
@@ -270,9 +307,6 @@ _EVAL = ("grpo_edu measures greedy accuracy on eval_dataset before and after tra
 _VLLM = "generation runs on grpo_edu's own static-cache engine instead of vLLM (rollout_engine: auto, static or hf)"
 TRL_NOT_HERE = {   # TRL / transformers fields a TRL recipe may hold, and what grpo_edu does instead
     "use_vllm": _VLLM, "vllm_*": _VLLM, "use_transformers_paged": _VLLM, "use_transformers_continuous_batching": _VLLM,
-    "steps_per_generation": "each generation feeds one optimizer step of gradient_accumulation_steps micro-batches; "
-                            "reuse it for more steps with num_iterations",
-    "generation_batch_size": "a generation is per_device_train_batch_size × gradient_accumulation_steps completions per process",
     "eval_strategy": _EVAL, "per_device_eval_batch_size": _EVAL, "num_generations_eval": _EVAL,
     "save_strategy": "checkpoints are written every save_steps (0: only at the end)",
     "logging_strategy": "metrics are logged every logging_steps",

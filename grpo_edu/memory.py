@@ -68,6 +68,8 @@ def estimate_memory(
     model,                               # anything model_shape takes
     per_device_train_batch_size: int = 8,
     gradient_accumulation_steps: int = 1,
+    steps_per_generation: int | None = None,   # micro-batches one generation feeds (None: gradient_accumulation_steps)
+    generation_batch_size: int | None = None,  # or: completions per generation over all GPUs (TRL's other name for it)
     max_prompt_length: int | None = 512,
     max_completion_length: int = 256,
     torch_dtype: str = "float32",        # weights, gradients and AdamW states share this dtype
@@ -104,7 +106,8 @@ def estimate_memory(
         parts["logits (B, K, V)"] = 3 * min(lm_head_chunk_size, B * K) * V * 4
     else:                                                                       # logits + their log-softmax, kept for backward
         parts["logits (B, K, V)"] = 2 * B * (K + 1) * V * ab
-    gen_rows = B * gradient_accumulation_steps                                  # the whole local batch is generated at once
+    S = generation_batch_size // (B * gpus) if generation_batch_size else steps_per_generation or gradient_accumulation_steps
+    gen_rows = B * S                                                            # a whole generation is sampled at once
     static_engine = rollout_engine != "hf" and zero < 3                         # sharded weights fall back to HF generate
     cols = -(-T // 64) * 64 if static_engine else T                             # the engine rounds its cache up to 64
     parts["KV cache (rollout)"] = gen_rows * cols * L * 2 * kvd * ab

@@ -6,7 +6,7 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/trainer.html.md"""
 
 # %% auto #0
 __all__ = ['load_policy', 'call_reward_funcs', 'make_optimizer', 'disable_dropout', 'fill_deepspeed_config', 'GRPOTrainer',
-           'micro_batches', 'answer_rewards', 'evaluate', 'save', 'train', 'trainer_from_config']
+           'micro_batches', 'answer_rewards', 'evaluate', 'save', 'split_generation', 'train', 'trainer_from_config']
 
 # %% ../nbs/api/09_trainer.ipynb #1d6feea1
 """GRPOTrainer: the only place that knows about processes, devices, optimizers and files.
@@ -15,7 +15,8 @@ One step reads top to bottom as DeepSeekMath's algorithm: sample prompts → G c
 → group advantages → clipped-surrogate update(s) (loss). Why the simplifications are safe:
 - Whole groups stay on one process (prompt-level split), so group statistics never need communication; rewards are
   still gathered so that `scale_rewards="batch"` and the logged metrics are global.
-- With num_iterations=1, π_old = π_θ and old log-probs are not computed (the loss uses logps.detach()).
+- When a generation feeds a single optimizer step (num_iterations=1 and steps_per_generation=gradient_accumulation_steps),
+  π_old = π_θ and old log-probs are not computed (the loss uses logps.detach()).
 - The reference model exists only when beta > 0.
 """
 import asyncio, contextlib, copy, inspect, json, math, numbers, shutil, signal, time
@@ -203,9 +204,12 @@ class GRPOTrainer:
             (getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable)()
         self.ref_model = _reference_copy(model, model_id, args.torch_dtype) if args.beta > 0 else None
         opt = make_optimizer(model, args)
-        self.prompts_per_process = args.per_device_train_batch_size * args.gradient_accumulation_steps // args.num_generations
+        S = args.generation_steps(acc.num_processes)                        # micro-batches one generation feeds
+        self.steps_per_round = S // args.gradient_accumulation_steps         # optimizer steps in one pass over a generation
+        self.generate_every = self.steps_per_round * args.num_iterations     # optimizer steps between two generations
+        self.prompts_per_process = args.per_device_train_batch_size * S // args.num_generations
         rounds = math.ceil(len(self.train_dataset) * args.num_train_epochs / (self.prompts_per_process * acc.num_processes))
-        self.max_steps = args.max_steps if args.max_steps > 0 else rounds * args.num_iterations
+        self.max_steps = args.max_steps if args.max_steps > 0 else rounds * self.generate_every
         self.state = TrainerState(max_steps=self.max_steps, num_train_epochs=args.num_train_epochs,   # what TRL hands
                                   logging_steps=args.logging_steps, save_steps=args.save_steps,      # reward functions
                                   train_batch_size=args.per_device_train_batch_size)                 # as trainer_state
@@ -216,7 +220,7 @@ class GRPOTrainer:
         hf_logging.disable_progress_bar()                     # one progress bar (ours), not one per checkpoint shard
         self.optimizer.zero_grad(set_to_none=True)           # a model handed over may carry gradients from earlier work
         if self.ref_model is not None: self.ref_model = self._place_ref_model(self.ref_model)
-        self.step, self._batch, self._perms, self._interrupted = 0, None, {}, 0
+        self.step, self._batches, self._gen_metrics, self._perms, self._interrupted = 0, None, None, {}, 0
         self.rollout_engine = self._rollout_engine()
         self.health, self.eval_before = HealthMonitor(), None
 
@@ -310,7 +314,7 @@ def _generate_and_score(self: GRPOTrainer, rows: list[dict]):
     completions = [[{"role": "assistant", "content": t}] if is_conversational(p) else t for p, t in zip(prompts_n, texts)]
     columns = {k: [r[k] for r in rows for _ in range(G)] for k in rows[0] if k != "prompt"}
     self.state.global_step = self.step                     # optimizer steps done; epoch = share of the prompts drawn
-    self.state.epoch = self.step // a.num_iterations * self.prompts_per_process * acc.num_processes / len(self.train_dataset)
+    self.state.epoch = self.step // self.generate_every * self.prompts_per_process * acc.num_processes / len(self.train_dataset)
     logged, extra = defaultdict(list), defaultdict(list)   # what reward functions ask to log (TRL's log_metric, log_extra)
     extras = {"trainer_state": self.state, "log_metric": lambda name, value: logged[name].append(float(value)),
               "log_extra": lambda column, values: extra[column].extend(values)}
@@ -332,7 +336,7 @@ def _generate_and_score(self: GRPOTrainer, rows: list[dict]):
                  num_items=acc.gather(loss_mask.sum()[None]).sum().float(), old_logps=None, ref_logps=None)
     t2 = time.perf_counter()
     with _phase("reference log-probs"), acc.autocast():
-        if a.num_iterations > 1:
+        if self.generate_every > 1:                        # steps after the first see it after an update: π_old ≠ π_θ
             batch["old_logps"] = per_token_logps(self.model, input_ids, attn, K, a.temperature, a.per_device_train_batch_size,
                                                  chunk_size=a.lm_head_chunk_size)
         if self.ref_model is not None:
@@ -493,8 +497,12 @@ def save(self: GRPOTrainer) -> Path:
     tmp = checkpoint_tmp(out, self.step, fresh=acc.is_main_process)
     if sharded:                                            # every process writes its optimizer shard, the accelerate way
         acc.wait_for_everyone(); acc.save_state(str(tmp / "sharded"))
+    pending = None                                         # in the middle of a generation: keep it, or resuming would
+    if self._batches is not None and self.step % self.generate_every:   # sample new completions for its remaining steps
+        pending = gather_object([([_on(b, "cpu") for b in self._batches], self._gen_metrics)])
     if acc.is_main_process:
         state = {"scheduler": self.scheduler.state_dict(), "rng": rngs, "eval_before": self.eval_before, "optim": self.args.optim,
+                 **({"generation": pending} if pending is not None else {}),
                  "health": {"fired": self.health.fired, "skipped": self.health.skipped_steps},
                  **({} if sharded else {"optimizer": self.optimizer.state_dict()})}
         path = save_checkpoint(out, self.step, acc.unwrap_model(self.model), self.tokenizer, state,
@@ -504,6 +512,10 @@ def save(self: GRPOTrainer) -> Path:
 GRPOTrainer.save = save
 
 # %% ../nbs/api/09_trainer.ipynb #3826e08a
+def _on(batch: dict, device) -> dict:
+    "A batch's tensors on `device` (a checkpoint keeps an unfinished generation on the CPU)."
+    return {k: v.to(device) if torch.is_tensor(v) else v for k, v in batch.items()}
+
 def _my_rng(saved, acc) -> dict:
     "This process's RNG state from a checkpoint: one per process (a single dict in older checkpoints)."
     if isinstance(saved, dict): return saved
@@ -549,8 +561,26 @@ def _resume(self: GRPOTrainer, path) -> int:
     set_rng_state(_my_rng(st["rng"], self.accelerator)); self.eval_before = st.get("eval_before")
     self.health.fired, self.health.skipped_steps = st["health"]["fired"], st["health"]["skipped"]
     self.step = st["step"]
+    if (gen := st.get("generation")) is not None and len(gen) == self.accelerator.num_processes:   # its remaining steps
+        batches, self._gen_metrics = gen[self.accelerator.process_index]
+        self._batches = [_on(b, self.accelerator.device) for b in batches]
     return self.step
 GRPOTrainer._resume = _resume
+
+# %% ../nbs/api/09_trainer.ipynb #68f31e3f
+def split_generation(
+    batch: dict,                               # one generation: (n, …) row tensors, plus K and num_items
+    n_steps: int,                              # optimizer steps it feeds (steps_per_generation / gradient_accumulation_steps)
+    generator: torch.Generator | None = None,  # the shuffle's randomness
+) -> list[dict]:                               # n_steps batches of n / n_steps rows each
+    "Shuffle one generation's rows (as TRL does) and cut them into the batches of `n_steps` optimizer steps."
+    if n_steps == 1: return [batch]
+    n = batch["input_ids"].size(0)
+    order = torch.randperm(n, generator=generator).to(batch["input_ids"].device)
+    rowwise = [k for k, v in batch.items() if torch.is_tensor(v) and v.dim() > 0 and v.size(0) == n]
+    return [{**batch, **{k: batch[k][rows] for k in rowwise},      # (n / n_steps, …) each
+             "num_items": batch["num_items"] / n_steps}           # TRL: the generation's tokens × GA / steps_per_generation
+            for rows in order.chunk(n_steps)]
 
 # %% ../nbs/api/09_trainer.ipynb #4f730b28
 def train(self: GRPOTrainer) -> dict:
@@ -572,10 +602,12 @@ def train(self: GRPOTrainer) -> dict:
     try:
         while self.step < self.max_steps and not stop:
             t0 = time.time()
-            if self.step % a.num_iterations == 0 or self._batch is None:
-                self._batch, self._gen_metrics, samples = self._generate_and_score(self._prompt_rows(self.step // a.num_iterations))
+            if self.step % self.generate_every == 0 or self._batches is None:   # a new generation, split over its steps
+                r = self.step // self.generate_every
+                batch, self._gen_metrics, samples = self._generate_and_score(self._prompt_rows(r))
+                self._batches = split_generation(batch, self.steps_per_round, torch.Generator().manual_seed(a.seed + r))
                 if a.log_completions and main: _log_completions(out, self.step + 1, samples)
-            row = {**self._gen_metrics, **self._update(self._batch)}
+            row = {**self._gen_metrics, **self._update(self._batches[self.step % self.steps_per_round])}
             self.step += 1
             row["step_time"] = time.time() - t0
             window.append(row)

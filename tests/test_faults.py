@@ -205,3 +205,15 @@ def test_nonfinite_gradient_skips_the_step(tmp_path):
     assert first["skipped_step"] == 1 and first["grad_norm"] != first["grad_norm"]      # NaN
     assert s["health"]["skipped_steps"] == 1 and "nonfinite_grad" in s["health"]["warnings"]
     assert any((p - q).abs().max() > 0 for p, q in zip(tr.model.parameters(), before))    # step 2 did update
+
+
+@pytest.mark.parametrize("reuse", [["--steps_per_generation", "2"], ["--num_iterations", "2"]], ids=["steps_per_generation", "num_iterations"])
+def test_resume_in_the_middle_of_a_generation_continues_exactly(tmp_path, reuse):
+    "A generation feeds two steps: checkpoint-3 falls between them, and the resumed run uses the rest of it, not a new one."
+    split = [*SMALL, *reuse]
+    r = run_cli("train", *split, "--save_steps", "3", "--output_dir", tmp_path / "full")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "generation" in load_trainer_state(tmp_path / "full" / "checkpoint-3")
+    r = run_cli("train", *split, "--output_dir", tmp_path / "resumed", "--resume_from_checkpoint", tmp_path / "full" / "checkpoint-3")
+    assert r.returncode == 0, r.stderr[-2000:]
+    same(rows(tmp_path / "resumed"), rows(tmp_path / "full")[3:])

@@ -117,3 +117,27 @@ def test_transformers_options_reach_the_optimizer_scheduler_and_data():
     assert norm == pytest.approx(out["grad_norm"], rel=1e-4) and norm > 1.0  # measured, not clipped to 1
     shuffled = make_trainer(max_steps=4)._prompt_rows(0)
     assert [r["prompt"] for r in shuffled] != [r["prompt"] for r in rows]    # the default shuffles, as TRL's
+
+
+def test_a_generation_feeds_steps_per_generation_micro_batches():
+    "steps_per_generation = 2 × accumulation: one generation every 2 steps, its rows split between them, each used once."
+    tr = make_trainer(max_steps=4, per_device_train_batch_size=8, gradient_accumulation_steps=2, steps_per_generation=4)
+    gens, steps = [], []
+    generate, update = tr._generate_and_score, tr._update
+    def generating(rows):
+        out = generate(rows); gens.append((tr.step, out[0])); return out
+    def updating(batch): steps.append(batch); return update(batch)
+    tr._generate_and_score, tr._update = generating, updating
+    tr.train()
+    assert [s for s, _ in gens] == [0, 2]                               # steps 0-1 share one generation, 2-3 the next
+    for g, (_, batch) in enumerate(gens):
+        assert batch["input_ids"].size(0) == 32 and batch["old_logps"] is not None
+        a, b = steps[2 * g], steps[2 * g + 1]
+        assert a["input_ids"].size(0) == b["input_ids"].size(0) == 16   # per_device_train_batch_size × accumulation each
+        key = lambda x: sorted(map(tuple, torch.cat([x["input_ids"], x["advantages"][:, None].double().mul(1e6).long()], 1).tolist()))
+        assert key({k: torch.cat([a[k], b[k]]) for k in ("input_ids", "advantages")}) == key(batch)   # every row once
+        assert a["num_items"] + b["num_items"] == batch["num_items"]
+    # an epoch is as many optimizer steps as before: each still takes per_device_train_batch_size × accumulation completions
+    for kw, want in [({}, 32), ({"steps_per_generation": 4}, 32), ({"steps_per_generation": 4, "num_iterations": 2}, 64)]:
+        t = make_trainer(max_steps=-1, per_device_train_batch_size=8, gradient_accumulation_steps=2, **kw)
+        assert t.max_steps == want, (kw, t.max_steps)

@@ -281,3 +281,41 @@ def test_chat_template_kwargs_reach_every_template_as_in_trl(tmp_path):
     P = batch["input_ids"].size(1) - batch["K"]
     assert all(t.startswith(" ") for t in tok.batch_decode(batch["input_ids"][:, :P], skip_special_tokens=True))
     assert tr.evaluate(Dataset.from_list([{"prompt": c, "answer": "0"} for c in chats]))["n"] == 4
+
+
+@pytest.mark.parametrize("loss_type", ["dapo", "grpo", "cispo"])
+def test_a_generation_split_over_steps_equals_trl(tmp_path, loss_type):
+    "steps_per_generation = 2 × gradient_accumulation_steps: each of the two optimizer steps has TRL's gradient on its rows."
+    from test_memory_paths import grads_of_update, make_trainer
+    from grpo_edu.trainer import split_generation
+    extra = {"epsilon_high": 1.3} if loss_type == "cispo" else {}
+    tr = make_trainer(loss_type=loss_type, per_device_train_batch_size=8, gradient_accumulation_steps=2, steps_per_generation=4,
+                      bucket_by_length=False, max_grad_norm=1e9, **extra)              # TRL's micro-batches: rows in order
+    assert (tr.steps_per_round, tr.generate_every, tr.prompts_per_process) == (2, 2, 4)
+    batch, _, _ = tr._generate_and_score(tr._prompt_rows(0))                           # 4 prompts × 8 = 32 completions
+    assert batch["old_logps"] is not None                            # the second step sees them after an update: π_old kept
+    batch["old_logps"] = batch["old_logps"] + 0.3 * torch.randn(batch["old_logps"].shape, generator=torch.Generator().manual_seed(0))
+    parts = split_generation(batch, 2, torch.Generator().manual_seed(1))
+    path = tmp_path / "policy"                                        # TRL gets the same weights, and loads π_ref from them
+    tr.accelerator.unwrap_model(tr.model).save_pretrained(path); tr.tokenizer.save_pretrained(path)
+    t = TRLTrainer(model=str(path), reward_funcs=lambda completions, **k: [0.0] * len(completions), processing_class=tr.tokenizer,
+                   train_dataset=Dataset.from_list([{"prompt": "1+1="}] * 8),
+                   args=TRLConfig(output_dir=str(tmp_path / "trl"), use_cpu=True, bf16=False, report_to="none", save_strategy="no",
+                                  per_device_train_batch_size=8, gradient_accumulation_steps=2, steps_per_generation=4,
+                                  num_generations=8, max_completion_length=8, loss_type=loss_type, beta=0.04, **extra))
+    t.model.train(); t.current_gradient_accumulation_steps = 2
+    named = [(n, p) for n, p in t.model.named_parameters() if p.requires_grad]
+    K = batch["K"]
+    for part in parts:
+        assert part["input_ids"].size(0) == 16
+        _, ours = grads_of_update(tr, part)
+        theirs = [torch.zeros_like(p) for _, p in named]
+        for rows in torch.arange(16).split(8):                        # TRL's two micro-batches of this step
+            ids, attn = part["input_ids"][rows], part["attention_mask"][rows]
+            inputs = {"prompt_ids": ids[:, :-K], "prompt_mask": attn[:, :-K], "completion_ids": ids[:, -K:],
+                      "completion_mask": part["mask"][rows], "advantages": part["advantages"][rows],
+                      "old_per_token_logps": part["old_logps"][rows], "ref_per_token_logps": part["ref_logps"][rows],
+                      "num_items_in_batch": batch["num_items"]}       # TRL's: the whole generation's tokens
+            for g, x in zip(theirs, torch.autograd.grad(t._compute_loss(t.model, inputs), [p for _, p in named])): g += x
+        for (n, _), g in zip(named, theirs): torch.testing.assert_close(ours[n], g, rtol=1e-4, atol=1e-6)
+        assert max(g.abs().max().item() for g in theirs) > 1e-4
