@@ -60,6 +60,9 @@ class GRPOConfig:
     rollout_release_memory: bool = False     # free the engine's KV cache and graphs after each rollout (lower peak, re-capture)
     # loss
     beta: float = 0.0                        # KL weight; 0 means no reference model is loaded (TRL's default)
+    sync_ref_model: bool = False             # TR-DPO: every ref_model_sync_steps, π_ref ← α·π_θ + (1 − α)·π_ref (beta > 0)
+    ref_model_mixup_alpha: float = 0.6       # α of that update (TRL's default)
+    ref_model_sync_steps: int = 512          # optimizer steps between two updates of π_ref (TRL's default)
     epsilon: float = 0.2                     # clip range, lower side
     epsilon_high: float | None = None        # clip range, upper side (None: epsilon)
     loss_type: str = "dapo"                  # grpo | bnpo | dr_grpo | dapo (TRL's default) | cispo | sapo | luspo
@@ -69,6 +72,13 @@ class GRPOConfig:
     sapo_temperature_neg: float = 1.05       # loss_type=sapo: gate temperature for A ≤ 0
     use_bias_correction_kl: bool = True      # weigh k3 by ρ: an unbiased ∇KL(π_θ‖π_ref) (TRL 1.16's default)
     top_entropy_quantile: float = 1.0        # train the surrogate on this top fraction of tokens by entropy (0.2: "80/20")
+    entropy_coef: float = 0.0                # entropy bonus: loss − coef·(mean token entropy) (0: none, TRL's default)
+    use_adaptive_entropy: bool = False       # Skywork-OR1: raise/lower entropy_coef by entropy_coef_delta each step, and apply
+                                             # it only while the entropy is at or below entropy_target
+    entropy_coef_min: float = 0.0            # adaptive: the coefficient's floor
+    entropy_coef_max: float = 1.0            # adaptive: the coefficient's ceiling
+    entropy_coef_delta: float = 0.005        # adaptive: change per optimizer step
+    entropy_target: float = 0.2              # adaptive: target mean token entropy (nats)
     scale_rewards: str = "group"             # group | batch | none
     multi_objective_aggregation: str = "sum_then_normalize"  # or normalize_then_sum (GDPO: each reward normalised per group first)
     mask_truncated_completions: bool = False # drop completions that hit max_completion_length from the loss
@@ -167,8 +177,13 @@ RANGES = {   # field: (the test a value must pass, what the message asks for); t
     "adam_beta1": (lambda v: 0 <= v < 1, "in [0, 1) (0.9 is typical)"),
     "adam_beta2": (lambda v: 0 <= v < 1, "in [0, 1) (0.999 is typical)"),
     "num_completions_to_print": (lambda v: v >= 0, "≥ 0"),
+    "ref_model_mixup_alpha": (lambda v: 0 <= v <= 1, "in [0, 1] (TR-DPO's and TRL's default is 0.6; 1 copies π_θ into π_ref)"),
+    "ref_model_sync_steps": (lambda v: v >= 1, "≥ 1 (TRL's default is 512)"),
     "sapo_temperature_pos": (lambda v: v > 0, "> 0 (SAPO's default is 1.0)"),
     "sapo_temperature_neg": (lambda v: v > 0, "> 0 (SAPO's default is 1.05)"),
+    "entropy_coef": (lambda v: math.isfinite(v), "a finite number (0: no entropy bonus; TRL's default)"),
+    "entropy_coef_delta": (lambda v: v > 0, "> 0 (TRL's default is 0.005)"),
+    "entropy_target": (lambda v: v >= 0, "≥ 0 nats (TRL's default is 0.2)"),
     "top_entropy_quantile": (lambda v: 0 < v <= 1, "in (0, 1]: the top fraction of tokens by entropy to train on (1.0: all, 0.2 is the paper's)"),
     "toy_warm_start_steps": (lambda v: v >= 0, "≥ 0 (0: no warm start)"),
     "toy_warm_start_accuracy": (lambda v: 0 <= v <= 1, "in [0, 1]"),
@@ -232,6 +247,13 @@ def validate(self: GRPOConfig, num_processes: int = 1,
     if c.scale_rewards not in SCALE_REWARDS:
         _err(f"scale_rewards={c.scale_rewards!r} is not supported. Valid values: {', '.join(SCALE_REWARDS)}.")
     if c.beta < 0: _err(f"beta={c.beta} must be ≥ 0 (0 disables the KL term and the reference model).")
+    if c.use_adaptive_entropy and not (0 <= c.entropy_coef_min <= c.entropy_coef <= c.entropy_coef_max):
+        _err(f"use_adaptive_entropy=true moves entropy_coef between entropy_coef_min and entropy_coef_max, so they need "
+             f"0 ≤ entropy_coef_min ≤ entropy_coef ≤ entropy_coef_max (got {c.entropy_coef_min} ≤ {c.entropy_coef} ≤ "
+             f"{c.entropy_coef_max}). TRL's defaults are 0.0, 0.0 and 1.0.")
+    if c.sync_ref_model and c.beta == 0:
+        _err("sync_ref_model=true updates the reference model, but beta=0 means there is none (the KL term is off): set "
+             "--beta 0.04 (or another value > 0) to use a moving π_ref, or sync_ref_model false.")
     if c.epsilon <= 0 or (c.epsilon_high is not None and c.epsilon_high <= 0):
         _err(f"epsilon={c.epsilon}, epsilon_high={c.epsilon_high}: clip ranges must be positive (0.2 is typical).")
     if c.temperature <= 0: _err(f"temperature={c.temperature} must be > 0; sampling needs randomness for GRPO groups.")
@@ -313,10 +335,7 @@ TRL_NOT_HERE = {   # TRL / transformers fields a TRL recipe may hold, and what g
     "fp16": "set torch_dtype: float16", "model_init_kwargs": "set torch_dtype; other from_pretrained arguments are not passed",
     "push_to_hub": "upload output_dir's final model yourself", "hub_model_id": "upload output_dir's final model yourself",
     "run_name": "name the run with output_dir",
-    "entropy_coef": "it is not implemented: there is no entropy bonus (the `entropy` metric is logged)",
-    "use_adaptive_entropy": "it is not implemented: there is no entropy bonus (the `entropy` metric is logged)",
     "vespo_*": "loss_type=vespo is not implemented",
-    "sync_ref_model": "it is not implemented: π_ref stays the initial model",
     "generation_kwargs": "set temperature, top_p, top_k, min_p and repetition_penalty directly",
     "cast_lm_head_to_fp32": "it is not implemented: torch_dtype: float32 keeps the whole model in fp32",
 }

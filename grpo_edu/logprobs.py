@@ -65,6 +65,7 @@ def per_token_logps(
     batch_size: int | None = None,  # rows per forward pass (None: all at once)
     compute_entropy: bool = False,  # also return the (B, K) entropy of each position's distribution
     chunk_size: int | None = None,  # positions per lm_head chunk (None/0: the model's own (b, K, V) logits)
+    entropy_grad: bool = False,     # keep the entropy's graph (an entropy bonus in the loss); else it is detached
 ):
     "(B, K) log π of the last K tokens, `batch_size` rows per forward so the (B, T, V) logits never exist at once."
     bs = batch_size or input_ids.size(0)
@@ -77,25 +78,25 @@ def per_token_logps(
             with _hidden_states_out(head):                                            # .logits holds h: (b, K+1, C)
                 h = model(input_ids=ids, attention_mask=am, logits_to_keep=logits_to_keep + 1, use_cache=False).logits
             lp, ent = chunked_head_logps(h[:, :-1, :][:, -logits_to_keep:], head.weight, head.bias, targets,
-                                         temperature, chunk_size, compute_entropy)
+                                         temperature, chunk_size, compute_entropy, entropy_grad)
             all_logps.append(lp); all_ent.append(ent)
             continue
         logits = model(input_ids=ids, attention_mask=am, logits_to_keep=logits_to_keep + 1, use_cache=False).logits  # (b, K+1, V)
         logits = logits[:, :-1, :][:, -logits_to_keep:, :] / temperature              # (b, K, V): t predicts t+1
         all_logps.append(selective_log_softmax(logits, targets))                      # (b, K)
         if compute_entropy:
-            with torch.no_grad(): all_ent.append(entropy_from_logits(logits))
+            with contextlib.nullcontext() if entropy_grad else torch.no_grad(): all_ent.append(entropy_from_logits(logits))
     logps = torch.cat(all_logps)                                                      # (B, K)
     return (logps, torch.cat(all_ent)) if compute_entropy else logps
 
 # %% ../nbs/05_logprobs.ipynb #bf60a4e8
-def _head_chunk(h, weight, bias, idx, temperature: float, want_entropy: bool):
+def _head_chunk(h, weight, bias, idx, temperature: float, want_entropy: bool, entropy_grad: bool = False):
     "log p(idx) (and the entropy) of one chunk of positions: h (c, C) -> logits (c, V), never kept for backward."
     logits = F.linear(h, weight, bias).float() / temperature                  # (c, V)  z = W h / T
     logps = logits.log_softmax(-1)                                            # (c, V)
     picked = logps.gather(-1, idx[:, None]).squeeze(-1)                       # (c,)    log p(o_t)
-    ent = -(logps.exp() * logps).sum(-1).detach() if want_entropy else None   # (c,)    -Σ p log p
-    return picked, ent
+    ent = -(logps.exp() * logps).sum(-1) if want_entropy else None            # (c,)    -Σ p log p
+    return picked, (ent if entropy_grad or ent is None else ent.detach())
 
 def chunked_head_logps(
     hidden: torch.Tensor,           # (B, K, C) final hidden states (after the last norm) that predict `index`
@@ -105,13 +106,14 @@ def chunked_head_logps(
     temperature: float = 1.0,
     chunk_size: int = 256,          # positions whose logits exist at once
     compute_entropy: bool = False,
+    entropy_grad: bool = False,     # the entropy keeps its graph (recomputed in backward like the log-probs)
 ):                                  # -> (logps (B, K), entropy (B, K) or None)
     "Log-probs of `index` under softmax(W h / T), a chunk of positions at a time, recomputed in backward."
     B, K, Cd = hidden.shape
     h, idx = hidden.reshape(B * K, Cd), index.reshape(B * K)                  # (B·K, C), (B·K,)
     lps, ents = [], []
     for s in range(0, B * K, chunk_size):
-        args = (h[s:s + chunk_size], weight, bias, idx[s:s + chunk_size], temperature, compute_entropy)
+        args = (h[s:s + chunk_size], weight, bias, idx[s:s + chunk_size], temperature, compute_entropy, entropy_grad)
         lp, ent = checkpoint(_head_chunk, *args, use_reentrant=False) if torch.is_grad_enabled() else _head_chunk(*args)
         lps.append(lp); ents.append(ent)
     ent = torch.cat(ents).reshape(B, K) if compute_entropy else None

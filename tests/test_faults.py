@@ -207,13 +207,32 @@ def test_nonfinite_gradient_skips_the_step(tmp_path):
     assert any((p - q).abs().max() > 0 for p, q in zip(tr.model.parameters(), before))    # step 2 did update
 
 
-@pytest.mark.parametrize("reuse", [["--steps_per_generation", "2"], ["--num_iterations", "2"]], ids=["steps_per_generation", "num_iterations"])
-def test_resume_in_the_middle_of_a_generation_continues_exactly(tmp_path, reuse):
-    "A generation feeds two steps: checkpoint-3 falls between them, and the resumed run uses the rest of it, not a new one."
-    split = [*SMALL, *reuse]
+STATEFUL = {"steps_per_generation": ["--steps_per_generation", "2"], "num_iterations": ["--num_iterations", "2"],
+            "sync_ref_model": ["--beta", "0.04", "--sync_ref_model", "true", "--ref_model_sync_steps", "2"]}
+
+
+@pytest.mark.parametrize("kind", STATEFUL)
+def test_resume_keeps_what_the_step_count_cannot_recompute(tmp_path, kind):
+    "checkpoint-3 falls between two steps fed by one generation, or after π_ref moved (step 2): a resume continues exactly."
+    split = [*SMALL, *STATEFUL[kind]]
     r = run_cli("train", *split, "--save_steps", "3", "--output_dir", tmp_path / "full")
     assert r.returncode == 0, r.stderr[-2000:]
-    assert "generation" in load_trainer_state(tmp_path / "full" / "checkpoint-3")
+    ck = tmp_path / "full" / "checkpoint-3"
+    assert ("generation" in load_trainer_state(ck)) == (kind != "sync_ref_model")
+    assert (ck / "reference").is_dir() == (kind == "sync_ref_model")
     r = run_cli("train", *split, "--output_dir", tmp_path / "resumed", "--resume_from_checkpoint", tmp_path / "full" / "checkpoint-3")
     assert r.returncode == 0, r.stderr[-2000:]
     same(rows(tmp_path / "resumed"), rows(tmp_path / "full")[3:])
+
+
+def test_resume_keeps_the_adaptive_entropy_controller(tmp_path):
+    "use_adaptive_entropy: the coefficient and the last entropy it saw come back with the checkpoint, not the initial values."
+    from test_memory_paths import make_trainer
+    kw = dict(entropy_coef=0.01, use_adaptive_entropy=True, entropy_target=100.0, entropy_coef_delta=0.02, output_dir=str(tmp_path),
+              gradient_accumulation_steps=1, per_device_train_batch_size=8)
+    tr = make_trainer(max_steps=2, **kw)
+    tr.train()
+    assert tr.entropy_coef == pytest.approx(0.05) and tr._last_world_entropy < 100
+    back = make_trainer(max_steps=3, resume_from_checkpoint="latest", **kw)
+    assert back._resume("latest") == 2
+    assert (back.entropy_coef, back._last_world_entropy) == (tr.entropy_coef, tr._last_world_entropy)

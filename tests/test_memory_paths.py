@@ -141,3 +141,11 @@ def test_a_generation_feeds_steps_per_generation_micro_batches():
     for kw, want in [({}, 32), ({"steps_per_generation": 4}, 32), ({"steps_per_generation": 4, "num_iterations": 2}, 64)]:
         t = make_trainer(max_steps=-1, per_device_train_batch_size=8, gradient_accumulation_steps=2, **kw)
         assert t.max_steps == want, (kw, t.max_steps)
+
+
+def test_sync_ref_model_is_refused_on_sharded_weights(monkeypatch):
+    "FSDP / ZeRO-3 slice the policy across processes: sync_ref_model says so before any model loads, and what to use."
+    monkeypatch.setattr(GRPOTrainer, "_sharded_weights", lambda self: True)
+    with pytest.raises(GRPOEduError, match="Use DDP or ZeRO-2"):
+        GRPOTrainer("/no/such/model/never/loaded", lambda completions, **k: [0.0] * len(completions),
+                    GRPOConfig(beta=0.04, sync_ref_model=True, eval_dataset=None))

@@ -296,26 +296,82 @@ def test_a_generation_split_over_steps_equals_trl(tmp_path, loss_type):
     assert batch["old_logps"] is not None                            # the second step sees them after an update: π_old kept
     batch["old_logps"] = batch["old_logps"] + 0.3 * torch.randn(batch["old_logps"].shape, generator=torch.Generator().manual_seed(0))
     parts = split_generation(batch, 2, torch.Generator().manual_seed(1))
-    path = tmp_path / "policy"                                        # TRL gets the same weights, and loads π_ref from them
+    t = trl_on(tr, tmp_path, gradient_accumulation_steps=2, steps_per_generation=4, loss_type=loss_type, **extra)
+    for part in parts:
+        assert part["input_ids"].size(0) == 16
+        _, ours = grads_of_update(tr, part)
+        theirs = trl_step_grads(t, part, batch["num_items"])              # TRL's: the whole generation's tokens
+        for n, g in theirs.items(): torch.testing.assert_close(ours[n], g, rtol=1e-4, atol=1e-6)
+        assert max(g.abs().max().item() for g in theirs.values()) > 1e-4
+
+
+def test_sync_ref_model_equals_trl(tmp_path):
+    "sync_ref_model: after the trainer's steps, π_ref is what TRL's SyncRefModelCallback makes of the same policies."
+    from trl.trainer.callbacks import SyncRefModelCallback
+    from test_memory_paths import make_trainer
+    tr = make_trainer(max_steps=3, sync_ref_model=True, ref_model_sync_steps=2, ref_model_mixup_alpha=0.6, beta=0.04,
+                      gradient_accumulation_steps=1)
+    model = tr.accelerator.unwrap_model(tr.model)
+    expected, policies = copy.deepcopy(tr.ref_model), []
+    update = tr._update
+    def recording(batch):
+        out = update(batch); policies.append(copy.deepcopy(model)); return out
+    tr._update = recording
+    tr.train()
+    for step, pol in enumerate(policies, 1):                       # TRL's callback runs at each step's end
+        if step % 2 == 0: SyncRefModelCallback._sync_target_model(pol, expected, 0.6)
+    assert len(policies) == 3
+    for (n, a), b in zip(tr.ref_model.named_parameters(), expected.parameters()): torch.testing.assert_close(a, b, rtol=0, atol=1e-7)
+    init = make_trainer().ref_model                                 # it really moved: not the initial model, not the policy
+    assert max((a - b).abs().max().item() for a, b in zip(tr.ref_model.parameters(), init.parameters())) > 1e-5
+    assert max((a - b).abs().max().item() for a, b in zip(tr.ref_model.parameters(), model.parameters())) > 1e-5
+
+
+def trl_on(tr, tmp_path, **kw):
+    "TRL's GRPOTrainer on our trainer's weights (π_ref loaded from them too), per_device_train_batch_size 8, β 0.04."
+    path = tmp_path / "policy"
     tr.accelerator.unwrap_model(tr.model).save_pretrained(path); tr.tokenizer.save_pretrained(path)
     t = TRLTrainer(model=str(path), reward_funcs=lambda completions, **k: [0.0] * len(completions), processing_class=tr.tokenizer,
                    train_dataset=Dataset.from_list([{"prompt": "1+1="}] * 8),
                    args=TRLConfig(output_dir=str(tmp_path / "trl"), use_cpu=True, bf16=False, report_to="none", save_strategy="no",
-                                  per_device_train_batch_size=8, gradient_accumulation_steps=2, steps_per_generation=4,
-                                  num_generations=8, max_completion_length=8, loss_type=loss_type, beta=0.04, **extra))
-    t.model.train(); t.current_gradient_accumulation_steps = 2
+                                  per_device_train_batch_size=8, num_generations=8, max_completion_length=8, beta=0.04, **kw))
+    t.model.train(); t.current_gradient_accumulation_steps = kw.get("gradient_accumulation_steps", 1)
+    return t
+
+
+def trl_step_grads(t, batch, num_items) -> dict:
+    "The summed gradients of TRL's _compute_loss over the batch's micro-batches of 8 rows, in order."
     named = [(n, p) for n, p in t.model.named_parameters() if p.requires_grad]
-    K = batch["K"]
-    for part in parts:
-        assert part["input_ids"].size(0) == 16
-        _, ours = grads_of_update(tr, part)
-        theirs = [torch.zeros_like(p) for _, p in named]
-        for rows in torch.arange(16).split(8):                        # TRL's two micro-batches of this step
-            ids, attn = part["input_ids"][rows], part["attention_mask"][rows]
-            inputs = {"prompt_ids": ids[:, :-K], "prompt_mask": attn[:, :-K], "completion_ids": ids[:, -K:],
-                      "completion_mask": part["mask"][rows], "advantages": part["advantages"][rows],
-                      "old_per_token_logps": part["old_logps"][rows], "ref_per_token_logps": part["ref_logps"][rows],
-                      "num_items_in_batch": batch["num_items"]}       # TRL's: the whole generation's tokens
-            for g, x in zip(theirs, torch.autograd.grad(t._compute_loss(t.model, inputs), [p for _, p in named])): g += x
-        for (n, _), g in zip(named, theirs): torch.testing.assert_close(ours[n], g, rtol=1e-4, atol=1e-6)
-        assert max(g.abs().max().item() for g in theirs) > 1e-4
+    theirs, K = [torch.zeros_like(p) for _, p in named], batch["K"]
+    for rows in torch.arange(batch["input_ids"].size(0)).split(8):
+        ids, attn = batch["input_ids"][rows], batch["attention_mask"][rows]
+        pick = lambda key: None if batch[key] is None else batch[key][rows]
+        inputs = {"prompt_ids": ids[:, :-K], "prompt_mask": attn[:, :-K], "completion_ids": ids[:, -K:],
+                  "completion_mask": batch["mask"][rows], "advantages": batch["advantages"][rows],
+                  "old_per_token_logps": pick("old_logps"), "ref_per_token_logps": pick("ref_logps"), "num_items_in_batch": num_items}
+        for g, x in zip(theirs, torch.autograd.grad(t._compute_loss(t.model, inputs), [p for _, p in named])): g += x
+    return {n: g for (n, _), g in zip(named, theirs)}
+
+
+@pytest.mark.parametrize("case", ["static", "static+top_entropy_quantile", "adaptive"])
+def test_entropy_bonus_equals_trl(tmp_path, case):
+    "entropy_coef, and Skywork-OR1's adaptive control of it: each step's gradient and coefficient equal TRL's."
+    from test_memory_paths import grads_of_update, make_trainer
+    kw = dict(entropy_coef=0.01, gradient_accumulation_steps=2)
+    if case == "static+top_entropy_quantile": kw["top_entropy_quantile"] = 0.5
+    if case == "adaptive":            # TRL updates the controller after every _compute_loss call here: one micro-batch a step
+        kw = dict(entropy_coef=0.01, use_adaptive_entropy=True, entropy_target=100.0, entropy_coef_delta=0.02,
+                  entropy_coef_max=0.04, gradient_accumulation_steps=1)
+    tr = make_trainer(loss_type="dapo", per_device_train_batch_size=8, max_grad_norm=1e9, **kw)
+    t = trl_on(tr, tmp_path, loss_type="dapo", **kw)
+    batch, _, _ = tr._generate_and_score(tr._prompt_rows(0))
+    coefs = []
+    for step in range(3):                                               # the same weights each step: only the coefficient moves
+        out, ours = grads_of_update(tr, batch)
+        theirs = trl_step_grads(t, batch, batch["num_items"])
+        for n, g in theirs.items(): torch.testing.assert_close(ours[n], g, rtol=1e-4, atol=1e-6)
+        assert out["entropy_coef"] == pytest.approx(t.entropy_coef) and tr._last_world_entropy == pytest.approx(t._last_world_entropy)
+        coefs.append(out["entropy_coef"])
+    if case == "adaptive": assert coefs == pytest.approx([0.03, 0.04, 0.04])   # +δ while H ≤ target, capped at the max
+    tr.args.entropy_coef = tr.entropy_coef = 0.0; tr.args.use_adaptive_entropy = False          # without the bonus: another gradient
+    assert max((grads_of_update(tr, batch)[1][n] - g).abs().max().item() for n, g in theirs.items()) > 1e-6
