@@ -8,7 +8,8 @@ from grpo_edu.config import GRPOConfig
 from grpo_edu.toy import toy_model, toy_tokenizer
 from grpo_edu.trainer import GRPOTrainer
 
-out_path, (loss_type, _, entropy) = sys.argv[1], sys.argv[2].partition("+")   # "dapo+entropy": top 30% of tokens only
+out_path, (loss_type, _, extra) = sys.argv[1], sys.argv[2].partition("+")   # "dapo+entropy": top 30% of tokens only
+entropy, adaptive = extra == "entropy", extra == "adaptive"   # "dapo+adaptive": Skywork-OR1's entropy controller
 tok = toy_tokenizer()
 model = toy_model(tok, hidden_size=32, num_layers=2, seed=0)
 ds = Dataset.from_list([{"prompt": f"{i}+{i}=", "answer": str(2 * i)} for i in range(8)])
@@ -16,7 +17,7 @@ G, N, K = 4, 16, 5                                            # global batch: 4 
 world = int(__import__("os").environ.get("WORLD_SIZE", 1))
 args = GRPOConfig(output_dir="/tmp/dist_unused", num_generations=G, per_device_train_batch_size=N // world,
                   max_completion_length=K, learning_rate=1e-3, beta=0.04, loss_type=loss_type, eval_dataset=None, max_steps=1,
-                  top_entropy_quantile=0.3 if entropy else 1.0)
+                  top_entropy_quantile=0.3 if entropy else 1.0, use_adaptive_entropy=adaptive, entropy_target=100.0)
 tr = GRPOTrainer(model, "accuracy", args, ds, None, tok)
 acc = tr.accelerator
 
@@ -38,6 +39,7 @@ tr.optimizer.step = capture
 metrics = tr._update(batch)
 if acc.is_main_process:
     json.dump({"world": acc.num_processes, "loss": metrics["loss"], "kl": metrics["kl"], "entropy": metrics["entropy"],
+               "entropy_coef": tr.entropy_coef, "last_world_entropy": tr._last_world_entropy,
                "grads": {k: v.flatten().tolist() for k, v in grads.items()}}, open(out_path, "w"))
 acc.wait_for_everyone()
 if torch.distributed.is_initialized(): torch.distributed.destroy_process_group()   # a clean gloo shutdown on every rank

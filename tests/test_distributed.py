@@ -17,13 +17,16 @@ def _run(cmd, tmp_path):
 # bnpo is left out on purpose: like TRL's, it divides by each process's own token count, so on several processes it is
 # the mean of per-process token means (not the global token mean). dapo is the exact global token mean.
 # dapo+entropy: top_entropy_quantile's threshold is taken over every process's tokens (gathered), so it is the same.
-@pytest.mark.parametrize("loss_type", ["grpo", "dapo", "dr_grpo", "dapo+entropy"])
+# dapo+adaptive: the entropy controller's step entropy is reduced over every process (its first step applies no bonus).
+@pytest.mark.parametrize("loss_type", ["grpo", "dapo", "dr_grpo", "dapo+entropy", "dapo+adaptive"])
 def test_two_processes_equal_one(tmp_path, loss_type):
     _run([sys.executable, str(WORKER), str(tmp_path / "one.json"), loss_type], tmp_path)
     # two CPU processes with the gloo backend; ACCELERATE_USE_CPU makes accelerate use them (MULTI_CPU)
     _run(torchrun(2) + [str(WORKER), str(tmp_path / "two.json"), loss_type], tmp_path)
     one, two = (json.loads((tmp_path / f).read_text()) for f in ("one.json", "two.json"))
-    for k in ("kl", "entropy"): assert two[k] == pytest.approx(one[k], rel=1e-5), k
+    for k in ("kl", "entropy", "entropy_coef", "last_world_entropy"): assert two[k] == pytest.approx(one[k], rel=1e-5), k
+    if "adaptive" in loss_type:                                              # it measured the entropy and moved: +δ
+        assert one["entropy_coef"] == pytest.approx(0.005) and one["last_world_entropy"] < 100
     assert two["loss"] == pytest.approx(one["loss"], rel=1e-5, abs=1e-7)
     assert two["world"] == 2 and one["world"] == 1
     assert one["grads"].keys() == two["grads"].keys()
