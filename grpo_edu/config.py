@@ -65,11 +65,16 @@ class GRPOConfig:
     ref_model_sync_steps: int = 512          # optimizer steps between two updates of π_ref (TRL's default)
     epsilon: float = 0.2                     # clip range, lower side
     epsilon_high: float | None = None        # clip range, upper side (None: epsilon)
-    loss_type: str = "dapo"                  # grpo | bnpo | dr_grpo | dapo (TRL's default) | cispo | sapo | luspo
+    loss_type: str = "dapo"                  # grpo | bnpo | dr_grpo | dapo (TRL's default) | cispo | sapo | luspo | vespo
     importance_sampling_level: str = "token" # token (GRPO) | sequence (GSPO: one clipped ratio per completion)
     delta: float | None = None               # two-sided clipping (INTELLECT-2): also cap ρ at delta when A < 0 (None: off)
     sapo_temperature_pos: float = 1.0        # loss_type=sapo: gate temperature for A > 0
     sapo_temperature_neg: float = 1.05       # loss_type=sapo: gate temperature for A ≤ 0
+    vespo_k_pos: float = 2.0                 # loss_type=vespo: the Gamma weight's power for A ≥ 0
+    vespo_lambda_pos: float = 3.0            # loss_type=vespo: its decay for A ≥ 0
+    vespo_k_neg: float = 3.0                 # loss_type=vespo: the power for A < 0
+    vespo_lambda_neg: float = 2.0            # loss_type=vespo: the decay for A < 0
+    off_policy_mask_threshold: float | None = None  # DeepSeek-V3.2: drop Â < 0 completions whose mean log(π_old/π_θ) > this
     use_bias_correction_kl: bool = True      # weigh k3 by ρ: an unbiased ∇KL(π_θ‖π_ref) (TRL 1.16's default)
     top_entropy_quantile: float = 1.0        # train the surrogate on this top fraction of tokens by entropy (0.2: "80/20")
     entropy_coef: float = 0.0                # entropy bonus: loss − coef·(mean token entropy) (0: none, TRL's default)
@@ -179,6 +184,9 @@ RANGES = {   # field: (the test a value must pass, what the message asks for); t
     "num_completions_to_print": (lambda v: v >= 0, "≥ 0"),
     "ref_model_mixup_alpha": (lambda v: 0 <= v <= 1, "in [0, 1] (TR-DPO's and TRL's default is 0.6; 1 copies π_θ into π_ref)"),
     "ref_model_sync_steps": (lambda v: v >= 1, "≥ 1 (TRL's default is 512)"),
+    "vespo_k_pos": (lambda v: v >= 0, "≥ 0 (VESPO's default is 2.0)"), "vespo_k_neg": (lambda v: v >= 0, "≥ 0 (VESPO's default is 3.0)"),
+    "vespo_lambda_pos": (lambda v: v > 0, "> 0 (VESPO's default is 3.0)"), "vespo_lambda_neg": (lambda v: v > 0, "> 0 (VESPO's default is 2.0)"),
+    "off_policy_mask_threshold": (lambda v: v is None or v >= 0, "≥ 0 (DeepSeek-V3.2 suggests values like 0.5), or null for no mask"),
     "sapo_temperature_pos": (lambda v: v > 0, "> 0 (SAPO's default is 1.0)"),
     "sapo_temperature_neg": (lambda v: v > 0, "> 0 (SAPO's default is 1.05)"),
     "entropy_coef": (lambda v: math.isfinite(v), "a finite number (0: no entropy bonus; TRL's default)"),
@@ -221,14 +229,14 @@ def validate(self: GRPOConfig, num_processes: int = 1,
         _err(f"max_prompt_length={c.max_prompt_length!r} must be a positive number of tokens, or null for no limit.")
     if not isinstance(c.learning_rate, (int, float)) or not math.isfinite(c.learning_rate) or c.learning_rate <= 0:
         _err(f"learning_rate={c.learning_rate!r} must be a positive number (1e-6 is typical for a 0.5B model).")
-    if c.loss_type == "vespo":
-        _err("loss_type=vespo: TRL's VESPO is not implemented in grpo_edu. Its other sequence-level losses are GSPO "
-             "(--importance_sampling_level sequence --loss_type grpo) and luspo (the same, with each term scaled by length).")
     if c.loss_type not in LOSS_TYPES:
         _err(f"loss_type={c.loss_type!r} is not supported. Valid values: {', '.join(LOSS_TYPES)}.{closest(str(c.loss_type), LOSS_TYPES)}")
     if c.importance_sampling_level not in IMPORTANCE_SAMPLING_LEVELS:
         _err(f"importance_sampling_level={c.importance_sampling_level!r} is not supported. Valid values: token (one ratio per "
              f"token, GRPO), sequence (one per completion, GSPO).{closest(str(c.importance_sampling_level), IMPORTANCE_SAMPLING_LEVELS)}")
+    if c.loss_type == "vespo" and c.importance_sampling_level != "token":
+        _err("loss_type=vespo builds its sequence weight from the per-token ratios itself (w = Π_t ρ_t): keep "
+             "--importance_sampling_level token (the default), or use loss_type=grpo for GSPO's sequence-level clip.")
     if c.loss_type == "luspo" and c.importance_sampling_level != "sequence":
         _err("loss_type=luspo is GSPO's sequence-level loss with each completion's term scaled by its length: it needs "
              "--importance_sampling_level sequence (or use loss_type=dapo for a token-level, length-unbiased loss).")
@@ -335,7 +343,6 @@ TRL_NOT_HERE = {   # TRL / transformers fields a TRL recipe may hold, and what g
     "fp16": "set torch_dtype: float16", "model_init_kwargs": "set torch_dtype; other from_pretrained arguments are not passed",
     "push_to_hub": "upload output_dir's final model yourself", "hub_model_id": "upload output_dir's final model yourself",
     "run_name": "name the run with output_dir",
-    "vespo_*": "loss_type=vespo is not implemented",
     "generation_kwargs": "set temperature, top_p, top_k, min_p and repetition_penalty directly",
     "cast_lm_head_to_fp32": "it is not implemented: torch_dtype: float32 keeps the whole model in fp32",
 }

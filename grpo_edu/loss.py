@@ -1,4 +1,4 @@
-"""`grpo_loss`: the clipped surrogate with a k3 KL penalty, TRL's aggregations and its other surrogates (cispo, sapo, luspo); value and gradient equal TRL 1.16's.
+"""`grpo_loss`: the clipped surrogate with a k3 KL penalty, TRL's aggregations and its other surrogates (cispo, sapo, luspo, vespo); value and gradient equal TRL 1.16's.
 
 Docs: https://grpo-edu.github.io/grpo_edu/api/loss.html.md"""
 
@@ -6,10 +6,10 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/loss.html.md"""
 
 # %% auto #0
 __all__ = ['LOSS_TYPES', 'CLIPPED_LOSS_TYPES', 'IMPORTANCE_SAMPLING_LEVELS', 'per_token_loss', 'aggregate_loss', 'grpo_loss',
-           'grpo_loss_metrics', 'high_entropy_mask']
+           'grpo_loss_metrics', 'vespo_weights', 'off_policy_mask', 'high_entropy_mask']
 
 # %% ../nbs/api/00_loss.ipynb #ddfc6090
-"""The GRPO loss: clipped surrogate + β·k3 KL, with TRL's aggregations (grpo, bnpo, dr_grpo, dapo) and surrogates (cispo, sapo, luspo).
+"""The GRPO loss: clipped surrogate + β·k3 KL, with TRL's aggregations (grpo, bnpo, dr_grpo, dapo) and surrogates (cispo, sapo, luspo, vespo).
 
 Why each simplification is safe:
 - old_logps=None means π_old = π_θ (one update per rollout, DeepSeekMath §4.2): we use logps.detach(), so the ratio
@@ -19,11 +19,12 @@ Why each simplification is safe:
 - use_bias_correction_kl=True (TRL 1.16's default) multiplies k3 by ρ: the same value where ρ = 1, and the gradient of
   KL(π_θ‖π_ref) instead of KL(π_ref‖π_θ) (chapter *The k3 KL*).
 """
+import math
 import torch
 from .kl import kl_k3
 
 # %% ../nbs/api/00_loss.ipynb #a02e8896
-LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo", "cispo", "sapo", "luspo")   # TRL 1.16's names (all but vespo)
+LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo", "cispo", "sapo", "luspo", "vespo")   # TRL 1.16's names
 CLIPPED_LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo", "luspo")   # PPO's hard clip; TRL logs clip_ratio/* for these
 IMPORTANCE_SAMPLING_LEVELS = ("token", "sequence")   # token: GRPO's ρ_{i,t}; sequence: GSPO's one ρ_i per completion
 
@@ -44,6 +45,11 @@ def per_token_loss(
     sapo_temperature_neg: float = 1.05, # sapo: gate temperature where A ≤ 0
     use_bias_correction_kl: bool = True,  # weigh k3 by ρ so its gradient is ∇KL(π_θ‖π_ref) (TRL 1.16's default)
     entropy_mask: torch.Tensor | None = None,  # (B, T) bool: train the surrogate on these tokens only (high_entropy_mask)
+    vespo_k_pos: float = 2.0,           # vespo: the Gamma weight's power where A ≥ 0
+    vespo_lambda_pos: float = 3.0,      # vespo: its decay where A ≥ 0
+    vespo_k_neg: float = 3.0,           # vespo: the power where A < 0
+    vespo_lambda_neg: float = 2.0,      # vespo: the decay where A < 0
+    off_policy_mask_threshold: float | None = None,  # DeepSeek-V3.2's off-policy sequence mask δ (None: off)
 ):
     "Per-token surrogate loss + β·k3, plus the k3 KL and the ratio ρ (for metrics)."
     if beta != 0.0 and ref_logps is None:
@@ -51,9 +57,11 @@ def per_token_loss(
     if importance_sampling_level not in IMPORTANCE_SAMPLING_LEVELS:
         raise ValueError(f"importance_sampling_level={importance_sampling_level!r} is not one of {IMPORTANCE_SAMPLING_LEVELS}.")
     if loss_type not in LOSS_TYPES: raise ValueError(f"loss_type={loss_type!r} is not one of {LOSS_TYPES}.")
+    if mask is None and (loss_type == "vespo" or off_policy_mask_threshold is not None):
+        raise ValueError("loss_type='vespo' and off_policy_mask_threshold work per sequence: pass the completion mask.")
     old = logps.detach() if old_logps is None else old_logps
     adv = advantages.unsqueeze(1) if advantages.dim() == 1 else advantages      # (B, 1)
-    log_ratio = logps - old                                                    # (B, T)  log ρ_{i,t}
+    log_ratio = token_log_ratio = logps - old                                  # (B, T)  log ρ_{i,t}
     if importance_sampling_level == "sequence":                                # GSPO: s_i = (Π_t ρ_{i,t})^(1/|o_i|)
         if mask is None: raise ValueError('importance_sampling_level="sequence" needs the completion mask.')
         m = mask.to(log_ratio.dtype)
@@ -67,10 +75,15 @@ def per_token_loss(
     elif loss_type == "sapo":                                                  # SAPO: a smooth gate instead of a hard clip
         tau = torch.where(adv > 0, sapo_temperature_pos, sapo_temperature_neg)  # (B, 1)
         loss = -torch.sigmoid(tau * (ratio - 1)) * 4 / tau * adv               # gate(1) = 2/τ; its slope at ρ = 1 is 1
+    elif loss_type == "vespo":                                                 # VESPO: a smooth weight of w = Π_t ρ_t
+        phi = vespo_weights(token_log_ratio, mask, adv, vespo_k_pos, vespo_lambda_pos, vespo_k_neg, vespo_lambda_neg)
+        loss = -phi * adv * logps                                              # (B, T)  sg(φ(w))·A·log π
     else:
         clipped = torch.clamp(ratio, 1 - epsilon, 1 + hi)
         if delta is not None: ratio = torch.clamp(ratio, max=delta)            # two-sided: caps ρ when A < 0 too
         loss = -torch.min(ratio * adv, clipped * adv)                          # (B, T)  pessimistic surrogate
+    if off_policy_mask_threshold is not None:                                  # drop Â < 0 sequences π_θ has left behind
+        loss = loss * off_policy_mask(adv, logps, old, mask, off_policy_mask_threshold)   # (B, 1) keep/drop
     if entropy_mask is not None: loss = loss * entropy_mask                    # the KL below still acts on every token
     if kl is not None: loss = loss + beta * kl
     return loss, kl, ratio
@@ -81,7 +94,7 @@ def aggregate_loss(
     mask: torch.Tensor,                        # (B, T) 1 for completion tokens that count
     loss_type: str = "grpo",                   # one of LOSS_TYPES
     max_completion_length: int | None = None,  # needed by dr_grpo
-    num_items_in_batch: float | None = None,   # dapo, cispo: completion tokens in the whole batch (None: this batch's)
+    num_items_in_batch: float | None = None,   # dapo, cispo, vespo: completion tokens in the whole batch (None: this batch's)
 ) -> torch.Tensor:                             # scalar
     "Reduce a per-token loss to a scalar the way TRL's `loss_type` does."
     mask = mask.to(loss.dtype)
@@ -94,7 +107,7 @@ def aggregate_loss(
     if loss_type == "dr_grpo":
         if max_completion_length is None: raise ValueError("loss_type='dr_grpo' needs max_completion_length.")
         return (loss * mask).sum() / (loss.size(0) * max_completion_length)
-    if loss_type in ("dapo", "cispo"):
+    if loss_type in ("dapo", "cispo", "vespo"):
         n = mask.sum() if num_items_in_batch is None else torch.as_tensor(num_items_in_batch, dtype=loss.dtype)
         return (loss * mask).sum() / n.clamp(min=1.0)
     raise ValueError(f"loss_type={loss_type!r} is not one of {LOSS_TYPES}.")
@@ -146,8 +159,43 @@ def grpo_loss_metrics(
         out = {"clip_ratio/low_mean": ((low * cm).sum(), cn), "clip_ratio/high_mean": ((high * cm).sum(), cn),
                "clip_ratio/region_mean": (((low | high) * cm).sum(), cn)} if loss_type in CLIPPED_LOSS_TYPES else {}
         if loss_type == "cispo": out["cispo_clip_ratio"] = ((((ratio > hi) & (adv > 0)) * cm).sum(), cn)   # weights capped
+        if loss_type == "vespo":                                               # the mean weight per completion (TRL's)
+            vk = {k: kw[f"vespo_{k}"] for k in ("k_pos", "lambda_pos", "k_neg", "lambda_neg") if f"vespo_{k}" in kw}
+            phi = vespo_weights(logps - (logps if old_logps is None else old_logps), mask, adv, **vk)
+            out["vespo/phi_seq_mean"] = (phi.sum(), torch.tensor(float(phi.size(0))))
         if kl is not None: out["kl"] = ((kl * m).sum(), n)
     return {k: (float(s), float(c)) for k, (s, c) in out.items()}
+
+# %% ../nbs/api/00_loss.ipynb #6c558ac3
+@torch.no_grad()
+def vespo_weights(
+    log_ratio: torch.Tensor,   # (B, T) log ρ_t = log π_θ − log π_old, per token
+    mask: torch.Tensor,        # (B, T) completion mask
+    advantages: torch.Tensor,  # (B, 1) one advantage per completion
+    k_pos: float = 2.0, lambda_pos: float = 3.0,   # the Gamma weight's power and decay where A ≥ 0
+    k_neg: float = 3.0, lambda_neg: float = 2.0,   # ... where A < 0
+) -> torch.Tensor:             # (B, 1) φ(w), no gradient
+    "VESPO's weight φ(w) = e^λ·w^k·e^(−λw) of the sequence ratio w = Π_t ρ_t (φ(1) = 1), in log space as TRL computes it."
+    m = mask.to(log_ratio.dtype)
+    log_w = (log_ratio.clamp(-20.0, 20.0) * m).sum(-1, keepdim=True).clamp(math.log(1e-8), 20.0)   # (B, 1)  log w
+    nonneg = advantages >= 0
+    k = torch.where(nonneg, k_pos, k_neg)
+    lam = torch.where(nonneg, lambda_pos, lambda_neg).clamp(min=1e-4)
+    return torch.exp(lam + k * log_w - lam * log_w.exp()).nan_to_num(nan=0.0, posinf=0.0, neginf=0.0)   # λ + k log w − λw
+
+# %% ../nbs/api/00_loss.ipynb #1234ead9
+@torch.no_grad()
+def off_policy_mask(
+    advantages: torch.Tensor,  # (B, 1)
+    logps: torch.Tensor,       # (B, T) log π_θ
+    old_logps: torch.Tensor,   # (B, T) log π_old, the policy that sampled
+    mask: torch.Tensor,        # (B, T) completion mask
+    threshold: float,          # δ: the largest mean log(π_old/π_θ) per token a negative-advantage completion may have
+) -> torch.Tensor:             # (B, 1) 1 keep, 0 drop
+    "DeepSeek-V3.2's off-policy sequence mask: drop completions with Â < 0 whose mean log(π_old/π_θ) is above δ."
+    m = mask.to(logps.dtype)
+    kl = ((old_logps - logps.detach()).nan_to_num(nan=0.0) * m).sum(-1, keepdim=True) / m.sum(-1, keepdim=True).clamp(min=1.0)
+    return ((advantages >= 0) | (kl <= threshold)).to(m.dtype)
 
 # %% ../nbs/api/00_loss.ipynb #71608937
 def high_entropy_mask(

@@ -422,7 +422,9 @@ def _update(self: GRPOTrainer, batch: dict) -> dict:
     coef = self.entropy_coef if not a.use_adaptive_entropy or self._last_world_entropy <= a.entropy_target else 0.0
     policy_total, ent_window = 0.0, torch.zeros(2, device=acc.device)                     # (Σ H·mask, Σ mask) of the step
     lkw = dict(importance_sampling_level=a.importance_sampling_level, delta=a.delta, use_bias_correction_kl=a.use_bias_correction_kl,
-               sapo_temperature_pos=a.sapo_temperature_pos, sapo_temperature_neg=a.sapo_temperature_neg)
+               sapo_temperature_pos=a.sapo_temperature_pos, sapo_temperature_neg=a.sapo_temperature_neg,
+               vespo_k_pos=a.vespo_k_pos, vespo_lambda_pos=a.vespo_lambda_pos, vespo_k_neg=a.vespo_k_neg,
+               vespo_lambda_neg=a.vespo_lambda_neg, off_policy_mask_threshold=a.off_policy_mask_threshold)
     for j, rows in enumerate(parts):
         k = max(int(lengths[rows].max()), 1)                                              # cut the all-padding tail
         cut = batch["input_ids"].size(1) - K + k                                          # prompt width + k
@@ -440,7 +442,7 @@ def _update(self: GRPOTrainer, batch: dict) -> dict:
             loss = grpo_loss(logps, pick("old_logps"), pick("ref_logps"), batch["advantages"][rows], mask,
                              a.beta, a.epsilon, a.epsilon_high, a.loss_type, a.max_completion_length,
                              num_items_in_batch=batch["num_items"] / acc.num_processes, entropy_mask=keep, **lkw)
-            if a.loss_type not in ("dapo", "cispo"): loss = loss / GA   # their normaliser already spans the whole batch
+            if a.loss_type not in ("dapo", "cispo", "vespo"): loss = loss / GA   # their normaliser spans the whole batch
             policy_total += loss.item()
             if bonus:                                      # − coef · mean token entropy, on the tokens the surrogate sees
                 em = mask if keep is None else mask * keep

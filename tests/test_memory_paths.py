@@ -74,6 +74,7 @@ def test_adamw_8bit_without_bitsandbytes_says_how(monkeypatch):
 @pytest.mark.parametrize("loss_type,extra", [("grpo", {}), ("dapo", {}), ("dr_grpo", {}), ("cispo", {"epsilon_high": 1.3}),
                                              ("sapo", {}), ("luspo", {"importance_sampling_level": "sequence"}),
                                              ("dapo", {"delta": 1.5}), ("grpo", {"use_bias_correction_kl": False}),
+                                             ("vespo", {}), ("dapo", {"off_policy_mask_threshold": 0.05}),
                                              ("dapo", {"top_entropy_quantile": 0.3, "gradient_accumulation_steps": 1})])
 def test_accumulated_update_equals_the_loss_on_the_whole_batch(loss_type, extra):
     "Four bucketed micro-batches give the gradient of grpo_loss on the whole batch at once: each loss type is normalised once."

@@ -47,7 +47,10 @@ CASES += [("cispo", 0.0, 5.0, "token", {}), ("cispo", 0.04, 1.2, "token", {}), (
           ("sapo", 0.04, None, "token", {"sapo_temperature_pos": 2.0, "sapo_temperature_neg": 0.5}),
           ("luspo", 0.0, None, "sequence", {}), ("luspo", 0.04, None, "sequence", {}), ("luspo", 0.04, None, "token", {}),
           ("grpo", 0.04, None, "token", {"delta": 1.3}), ("dapo", 0.0, 0.28, "token", {"delta": 1.3}),   # two-sided clip
-          ("dapo", 0.04, None, "token", {"top_entropy_quantile": 0.2}), ("grpo", 0.0, 0.28, "sequence", {"top_entropy_quantile": 0.5})]
+          ("dapo", 0.04, None, "token", {"top_entropy_quantile": 0.2}), ("grpo", 0.0, 0.28, "sequence", {"top_entropy_quantile": 0.5}),
+          ("vespo", 0.0, None, "token", {}), ("vespo", 0.04, None, "token", {"vespo_k_pos": 1.0, "vespo_lambda_neg": 0.5}),
+          ("dapo", 0.04, None, "token", {"off_policy_mask_threshold": 0.05}),                  # DeepSeek-V3.2's sequence mask
+          ("grpo", 0.0, None, "sequence", {"off_policy_mask_threshold": 0.02}), ("vespo", 0.0, None, "token", {"off_policy_mask_threshold": 0.05})]
 
 
 @pytest.mark.parametrize("loss_type,beta,epsilon_high,level,extra", CASES,
@@ -77,9 +80,12 @@ def test_loss_and_gradient_equal_trl(tmp_path, loss_type, beta, epsilon_high, le
     ours = grpo_loss(logps, old, ref if beta else None, adv, cmask, beta=beta, epsilon=0.2, epsilon_high=epsilon_high,
                      loss_type=loss_type, max_completion_length=6, importance_sampling_level=level, entropy_mask=keep, **extra)
     g_ours = torch.autograd.grad(ours, params)
-    if "delta" in extra:                                                 # the cap really binds on these inputs
-        assert abs(ours.item() - grpo_loss(logps, old, ref if beta else None, adv, cmask, beta=beta, epsilon_high=epsilon_high,
-                                           loss_type=loss_type, num_items_in_batch=None).item()) > 1e-4
+    for knob in ("delta", "off_policy_mask_threshold"):                  # the cap / the mask really binds on these inputs
+        if knob in extra:
+            without = {k: v for k, v in extra.items() if k != knob}
+            assert abs(ours.item() - grpo_loss(logps, old, ref if beta else None, adv, cmask, beta=beta, epsilon_high=epsilon_high,
+                                               loss_type=loss_type, max_completion_length=6, importance_sampling_level=level,
+                                               entropy_mask=keep, **without).item()) > 1e-4, knob
     assert abs(ours.item() - loss_trl.item()) < 1e-6 * max(1.0, abs(loss_trl.item())), (ours.item(), loss_trl.item())
     for a, b in zip(g_ours, g_trl): torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)
     # and the gradient is not trivially zero
@@ -88,10 +94,11 @@ def test_loss_and_gradient_equal_trl(tmp_path, loss_type, beta, epsilon_high, le
     theirs = {k: v[-1] for k, v in t._metrics["train"].items()}
     metrics = grpo_loss_metrics(logps.detach(), old, ref if beta else None, adv, cmask, beta, 0.2, epsilon_high, level,
                                 loss_type, **extra)
-    clip_keys = {k for k in theirs if k.startswith("clip_ratio/") and k.endswith("_mean") or k == "cispo_clip_ratio"}
+    clip_keys = {k for k in theirs if k.startswith("clip_ratio/") and k.endswith("_mean") or k in ("cispo_clip_ratio", "vespo/phi_seq_mean")}
     assert set(metrics) == clip_keys | ({"kl"} if beta else set()), (set(metrics), set(theirs))
     for k, (s_, c) in metrics.items(): assert s_ / c == pytest.approx(theirs[k], rel=1e-5, abs=1e-7), (k, s_ / c, theirs[k])
-    if clip_keys and epsilon_high != 5.0:                                   # (no ratio here reaches cispo's cap of 5)
+    if loss_type == "vespo": assert abs(metrics["vespo/phi_seq_mean"][0] / 8 - 1) > 1e-2   # off-policy: φ(w) ≠ φ(1) = 1
+    elif clip_keys and epsilon_high != 5.0:                                 # (no ratio here reaches cispo's cap of 5)
         assert metrics["cispo_clip_ratio" if loss_type == "cispo" else "clip_ratio/region_mean"][0] > 0   # clipping happened
 
 
