@@ -345,6 +345,15 @@ TRL_NOT_HERE = {   # TRL / transformers fields a TRL recipe may hold, and what g
     "run_name": "name the run with output_dir",
     "generation_kwargs": "set temperature, top_p, top_k, min_p and repetition_penalty directly",
     "cast_lm_head_to_fp32": "it is not implemented: torch_dtype: float32 keeps the whole model in fp32",
+    "transformers_continuous_batching_config": _VLLM,
+    "cache_implementation": "rollout_engine picks the cache: the static engine's own, or HF generate's default with hf",
+    "ds3_gather_for_generation": "under ZeRO-3 and FSDP generation runs HF generate on the sharded weights",
+    "trust_remote_code": "models load without remote code (Qwen2/Qwen3/Llama/Mistral need none)",
+    "router_aux_loss_coef": "it is not implemented: no MoE load-balancing loss is added",
+    "max_tool_calling_iterations": "tool calling during rollouts is not implemented",
+    "pad_to_multiple_of": "micro-batches are cut to their longest completion instead",
+    "log_unique_prompts": "log_completions writes a few completions per step to completions.jsonl",
+    "log_completions_hub_repo": "log_completions writes completions.jsonl in output_dir", "log_multimodal": "grpo_edu is text-only",
 }
 
 def not_a_field(key: str, shown: str | None = None) -> str:

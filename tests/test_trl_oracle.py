@@ -382,3 +382,27 @@ def test_entropy_bonus_equals_trl(tmp_path, case):
     if case == "adaptive": assert coefs == pytest.approx([0.03, 0.04, 0.04])   # +δ while H ≤ target, capped at the max
     tr.args.entropy_coef = tr.entropy_coef = 0.0; tr.args.use_adaptive_entropy = False          # without the bonus: another gradient
     assert max((grads_of_update(tr, batch)[1][n] - g).abs().max().item() for n, g in theirs.items()) > 1e-6
+
+
+def test_every_trl_grpo_field_is_ours_or_explained():
+    "Each field TRL's GRPOConfig adds to TrainingArguments is a GRPOConfig field here, or refused with what grpo_edu does instead."
+    import dataclasses
+    from transformers import TrainingArguments
+    from grpo_edu.config import FIELD_NAMES, not_a_field
+    base = {f.name for f in dataclasses.fields(TrainingArguments)}
+    theirs = [f.name for f in dataclasses.fields(TRLConfig) if f.name not in base]
+    assert len(theirs) > 60
+    unexplained = [k for k in theirs if k not in FIELD_NAMES and "(a TRL one:" not in not_a_field(k)]
+    assert not unexplained, unexplained
+    from grpo_edu.config import GRPOConfig
+    ours, trl_defaults = GRPOConfig(), TRLConfig(output_dir="/tmp/unused", use_cpu=True)
+    differ = {k for k in FIELD_NAMES if hasattr(trl_defaults, k) and getattr(ours, k) != getattr(trl_defaults, k)}
+    assert differ == {
+        "steps_per_generation", "generation_batch_size",   # TRL resolves None to gradient_accumulation_steps in __post_init__
+        "max_completion_length",                            # 256: GSM8K answers fit; the recipes set 512 where it matters
+        "num_completions_to_print",                          # 4 rows into completions.jsonl (TRL: all, to the console)
+        "bf16",                                              # None: on where the GPU supports it (TRL: True, fails on CPU)
+        "gradient_checkpointing",                            # off for the tiny default model; the 4090 recipes turn it on
+        "optim",                                             # adamw_torch (TRL: the fused CUDA kernel of the same AdamW)
+        "eval_steps", "logging_steps", "num_train_epochs", "save_steps", "save_total_limit", "output_dir", "report_to",
+    }, differ                                                # (the run's bookkeeping: see GRPOConfig)
