@@ -606,7 +606,8 @@ def _resume(self: GRPOTrainer, path) -> int:
         self.entropy_coef, self._last_world_entropy = st["entropy_control"]["entropy_coef"], st["entropy_control"]["last_world_entropy"]
     if self.args.sync_ref_model and (p / "reference").is_dir():            # the moved π_ref (TR-DPO), where it had got to
         _load_weights(self.ref_model, _read_safetensors(p / "reference"), path)
-    if (gen := st.get("generation")) is not None and len(gen) == self.accelerator.num_processes:   # its remaining steps
+    gen = st.get("generation")                                          # the rest of a generation, if the layout still fits
+    if gen is not None and len(gen) == self.accelerator.num_processes and len(gen[0][0]) == self.steps_per_round:
         batches, self._gen_metrics = gen[self.accelerator.process_index]
         self._batches = [_on(b, self.accelerator.device) for b in batches]
     return self.step

@@ -236,3 +236,13 @@ def test_resume_keeps_the_adaptive_entropy_controller(tmp_path):
     back = make_trainer(max_steps=3, resume_from_checkpoint="latest", **kw)
     assert back._resume("latest") == 2
     assert (back.entropy_coef, back._last_world_entropy) == (tr.entropy_coef, tr._last_world_entropy)
+
+
+def test_resume_with_another_generation_layout_generates_anew(tmp_path):
+    "Saved between the two steps of num_iterations 2, resumed with steps_per_generation 2× instead: a new generation, no crash."
+    from test_memory_paths import make_trainer
+    kw = dict(output_dir=str(tmp_path), gradient_accumulation_steps=1, per_device_train_batch_size=8)
+    make_trainer(max_steps=3, num_iterations=2, **kw).train()                 # checkpoint-3 holds the rest of generation 1
+    assert "generation" in load_trainer_state(tmp_path / "checkpoint-3")
+    back = make_trainer(max_steps=4, steps_per_generation=2, resume_from_checkpoint="latest", **kw)
+    assert back.train()["steps"] == 4
