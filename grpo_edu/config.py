@@ -136,6 +136,10 @@ class GRPOConfig:
             return self.generation_batch_size // (self.per_device_train_batch_size * num_processes)
         return self.steps_per_generation or self.gradient_accumulation_steps
 
+    def steps_between_generations(self, num_processes: int = 1) -> int:
+        "Optimizer steps one generation feeds: generation_steps / gradient_accumulation_steps, × num_iterations passes."
+        return self.generation_steps(num_processes) // self.gradient_accumulation_steps * self.num_iterations
+
     def prompts_per_generation(self, num_processes: int = 1) -> int:
         "Prompts one generation samples across all processes: batch × generation_steps × processes / G."
         return self.per_device_train_batch_size * self.generation_steps(num_processes) * num_processes // self.num_generations

@@ -26,7 +26,7 @@ from collections import defaultdict
 from pathlib import Path
 import torch
 from accelerate import Accelerator
-from accelerate.utils import gather_object, set_seed
+from accelerate.utils import gather_object, send_to_device, set_seed
 from tqdm.auto import tqdm
 from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerState, get_scheduler
 from transformers.utils import logging as hf_logging
@@ -220,10 +220,9 @@ class GRPOTrainer:
             (getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable)()
         self.ref_model = _reference_copy(model, model_id, args.torch_dtype) if args.beta > 0 else None
         opt = make_optimizer(model, args)
-        S = args.generation_steps(acc.num_processes)                        # micro-batches one generation feeds
-        self.steps_per_round = S // args.gradient_accumulation_steps         # optimizer steps in one pass over a generation
-        self.generate_every = self.steps_per_round * args.num_iterations     # optimizer steps between two generations
-        self.prompts_per_process = args.per_device_train_batch_size * S // args.num_generations
+        self.generate_every = args.steps_between_generations(acc.num_processes)   # optimizer steps a generation feeds
+        self.steps_per_round = self.generate_every // args.num_iterations          # ... in one pass over it
+        self.prompts_per_process = args.prompts_per_generation(acc.num_processes) // acc.num_processes
         rounds = math.ceil(len(self.train_dataset) * args.num_train_epochs / (self.prompts_per_process * acc.num_processes))
         self.max_steps = args.max_steps if args.max_steps > 0 else rounds * self.generate_every
         self.state = TrainerState(max_steps=self.max_steps, num_train_epochs=args.num_train_epochs,   # what TRL hands
@@ -537,7 +536,7 @@ def save(self: GRPOTrainer) -> Path:
         self.ref_model.save_pretrained(tmp / "reference", safe_serialization=True)
     pending = None                                         # in the middle of a generation: keep it, or resuming would
     if self._batches is not None and self.step % self.generate_every:   # sample new completions for its remaining steps
-        pending = gather_object([([_on(b, "cpu") for b in self._batches], self._gen_metrics)])
+        pending = gather_object([(send_to_device(self._batches, "cpu"), self._gen_metrics)])
     if acc.is_main_process:
         state = {"scheduler": self.scheduler.state_dict(), "rng": rngs, "eval_before": self.eval_before, "optim": self.args.optim,
                  **({"generation": pending} if pending is not None else {}),
@@ -551,10 +550,6 @@ def save(self: GRPOTrainer) -> Path:
 GRPOTrainer.save = save
 
 # %% ../nbs/api/09_trainer.ipynb #3826e08a
-def _on(batch: dict, device) -> dict:
-    "A batch's tensors on `device` (a checkpoint keeps an unfinished generation on the CPU)."
-    return {k: v.to(device) if torch.is_tensor(v) else v for k, v in batch.items()}
-
 def _my_rng(saved, acc) -> dict:
     "This process's RNG state from a checkpoint: one per process (a single dict in older checkpoints)."
     if isinstance(saved, dict): return saved
@@ -609,7 +604,7 @@ def _resume(self: GRPOTrainer, path) -> int:
     gen = st.get("generation")                                          # the rest of a generation, if the layout still fits
     if gen is not None and len(gen) == self.accelerator.num_processes and len(gen[0][0]) == self.steps_per_round:
         batches, self._gen_metrics = gen[self.accelerator.process_index]
-        self._batches = [_on(b, self.accelerator.device) for b in batches]
+        self._batches = send_to_device(batches, self.accelerator.device)
     return self.step
 GRPOTrainer._resume = _resume
 
