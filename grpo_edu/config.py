@@ -38,6 +38,8 @@ class GRPOConfig:
     reward_funcs: list = field(default_factory=lambda: ["accuracy"])  # built-in names, my_module.my_func, or reward-model ids
     reward_weights: list | None = None       # one weight per reward function (None: all 1.0)
     torch_dtype: str = "float32"             # weights' dtype: "float32" (fp32 master weights), "bfloat16", "auto"
+    model_init_kwargs: dict | None = None    # more from_pretrained arguments for the policy, π_ref and reward models, as
+                                             # TRL's (e.g. {"attn_implementation": "sdpa"}); its `dtype` sets torch_dtype
     # batch (TRL semantics: per_device_train_batch_size counts completions)
     num_generations: int = 8                 # G, completions per prompt
     per_device_train_batch_size: int = 8     # completions per device per micro-batch; a multiple of G
@@ -121,6 +123,22 @@ class GRPOConfig:
     toy_warm_start_steps: int = 1500         # at most this many supervised steps before GRPO (model_name_or_path="toy")
     toy_warm_start_accuracy: float = 0.2     # ...stopping once greedy accuracy on training prompts reaches this
 
+    def __post_init__(self):
+        "A TRL recipe's `dtype` in model_init_kwargs sets torch_dtype, the field the policy's loader and the memory planner read."
+        kw = self.model_init_kwargs
+        if not isinstance(kw, dict) or not ({"dtype", "torch_dtype"} & kw.keys()): return   # (validate() checks the type)
+        kw = dict(kw)
+        for key in ("dtype", "torch_dtype"):                 # transformers 5's name, and the one older recipes hold
+            if key not in kw: continue
+            v = str(kw.pop(key)).removeprefix("torch.")       # torch.bfloat16 or "bfloat16" -> "bfloat16", under transformers 5's key
+            if v not in ("float32", "bfloat16", "float16", "auto"):
+                raise GRPOEduError(f"model_init_kwargs.{key}={v!r}: use float32, bfloat16, float16 or auto (or set torch_dtype).")
+            if self.torch_dtype not in ("float32", v):       # float32 is the default: a recipe that names only one wins
+                raise GRPOEduError(f"model_init_kwargs.{key}={v!r} and torch_dtype={self.torch_dtype!r} disagree on the "
+                                   f"weights' dtype: keep one of them (torch_dtype is grpo_edu's name for it).")
+            self.torch_dtype = kw["dtype"] = v                # (reward models read it there, as in TRL)
+        self.model_init_kwargs = kw
+
     def num_warmup_steps(self, max_steps: int) -> int:
         "Warmup steps out of `max_steps`, from warmup_steps (steps, or a fraction when < 1) or warmup_ratio, as transformers does."
         w = self.warmup_steps or self.warmup_ratio
@@ -169,6 +187,24 @@ def _check_generation_batch(c, num_processes: int) -> None:
         _err(f"{what} is not a multiple of gradient_accumulation_steps={GA}: grpo_edu spends each generation on whole "
              f"optimizer steps of {GA} micro-batches. Use steps_per_generation {GA} (one step per generation, the default), "
              f"{2 * GA} (two steps), … (TRL would also let a generation end in the middle of a step).")
+
+_INIT_KWARGS_REFUSED = {   # from_pretrained arguments that cannot work in a grpo_edu run, and why
+    "device_map": "accelerate puts the whole model on each process's device (TRL also sets it to None when training on "
+                  "several GPUs); under FSDP or ZeRO-3 accelerate shards it",
+    "quantization_config": "grpo_edu trains every parameter, and quantized weights cannot be trained without adapters (PEFT), "
+                           "which grpo_edu does not add; the 1.5B recipes fit a 4090 with optim: adamw_8bit instead",
+    "trust_remote_code": "models load without remote code (Qwen2/Qwen3/Llama/Mistral need none)",
+}
+
+def _check_model_init_kwargs(c) -> None:
+    "model_init_kwargs: a mapping of from_pretrained's keyword arguments, none of them one that grpo_edu's setup overrides."
+    kw = c.model_init_kwargs
+    if kw is None: return
+    if not isinstance(kw, dict) or not all(isinstance(k, str) and k.isidentifier() for k in kw):
+        _err(f"model_init_kwargs={kw!r} must map from_pretrained's argument names to values, e.g. "
+             f"{{attn_implementation: sdpa}} in YAML or '{{\"attn_implementation\": \"sdpa\"}}' on the command line.")
+    for key, why in _INIT_KWARGS_REFUSED.items():
+        if key in kw: _err(f"model_init_kwargs.{key}={kw[key]!r} is not passed: {why}. Remove it from model_init_kwargs.")
 
 RANGES = {   # field: (the test a value must pass, what the message asks for); types are checked when values are read
     "max_steps": (lambda v: v == -1 or v > 0, "> 0, or -1 to train for num_train_epochs"),
@@ -306,6 +342,7 @@ def validate(self: GRPOConfig, num_processes: int = 1,
         _err(f"max_steps={c.max_steps}, num_train_epochs={c.num_train_epochs}: nothing to train. Set --max_steps N.")
     if c.torch_dtype not in ("float32", "bfloat16", "float16", "auto"):
         _err(f"torch_dtype={c.torch_dtype!r}: use float32, bfloat16, float16 or auto.")
+    _check_model_init_kwargs(c)
     if c.report_to not in ("none", "tensorboard"): _err(f"report_to={c.report_to!r}: use none or tensorboard.")
     if c.report_to == "tensorboard":
         if importlib.util.find_spec("tensorboard") is None:
@@ -344,7 +381,7 @@ TRL_NOT_HERE = {   # TRL / transformers fields a TRL recipe may hold, and what g
     "eval_strategy": _EVAL, "per_device_eval_batch_size": _EVAL, "num_generations_eval": _EVAL,
     "save_strategy": "checkpoints are written every save_steps (0: only at the end)",
     "logging_strategy": "metrics are logged every logging_steps",
-    "fp16": "set torch_dtype: float16", "model_init_kwargs": "set torch_dtype; other from_pretrained arguments are not passed",
+    "fp16": "set torch_dtype: float16",
     "push_to_hub": "upload output_dir's final model yourself", "hub_model_id": "upload output_dir's final model yourself",
     "run_name": "name the run with output_dir",
     "generation_kwargs": "set temperature, top_p, top_k, min_p and repetition_penalty directly",
@@ -352,7 +389,7 @@ TRL_NOT_HERE = {   # TRL / transformers fields a TRL recipe may hold, and what g
     "transformers_continuous_batching_config": _VLLM,
     "cache_implementation": "rollout_engine picks the cache: the static engine's own, or HF generate's default with hf",
     "ds3_gather_for_generation": "under ZeRO-3 and FSDP generation runs HF generate on the sharded weights",
-    "trust_remote_code": "models load without remote code (Qwen2/Qwen3/Llama/Mistral need none)",
+    "trust_remote_code": _INIT_KWARGS_REFUSED["trust_remote_code"],
     "router_aux_loss_coef": "it is not implemented: no MoE load-balancing loss is added",
     "max_tool_calling_iterations": "tool calling during rollouts is not implemented",
     "pad_to_multiple_of": "micro-batches are cut to their longest completion instead",

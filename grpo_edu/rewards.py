@@ -18,7 +18,7 @@ verifier (DeepSeekMath's "outcome supervision"); nothing needs to be learned abo
 import importlib, math, os, re, sys
 from pathlib import Path
 import torch
-from .errors import GRPOEduError, closest
+from .errors import GRPOEduError, closest, model_load_error
 
 # %% ../nbs/api/02_rewards.ipynb #8895081c
 def completion_text(completion) -> str:
@@ -87,18 +87,19 @@ def length_reward(completions, **kwargs) -> list[float]:
 # %% ../nbs/api/02_rewards.ipynb #7724d261
 class ModelReward:
     "A sequence-classification reward model (id, path or loaded model) as a TRL-signature reward function, scored as TRL scores it."
-    def __init__(self, model, tokenizer=None, batch_size: int = 16, device=None):
+    def __init__(self, model, tokenizer=None, batch_size: int = 16, device=None,
+                 model_init_kwargs: dict | None = None):   # more from_pretrained arguments for an id or path, as TRL passes them
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
         if isinstance(model, str):
+            kw = model_init_kwargs or {}
             try:
-                tokenizer = tokenizer or AutoTokenizer.from_pretrained(model)
-                model = AutoModelForSequenceClassification.from_pretrained(model, num_labels=1)
-            except (OSError, ValueError) as e:
-                raise GRPOEduError(
-                    f"reward_funcs: could not load reward model {model!r} ({str(e).splitlines()[0][:200]}). A reward is "
-                    f"a built-in name ({', '.join(REWARD_FUNCS)}) or a sequence-classification model: a local folder, "
-                    f"or a Hub id that is reachable or in the local cache (`hf download {model}` where there is "
-                    f"network).") from None
+                tokenizer = tokenizer or AutoTokenizer.from_pretrained(model, **{k: kw[k] for k in ("revision",) if k in kw})
+                model = AutoModelForSequenceClassification.from_pretrained(model, num_labels=1, **kw)
+            except (OSError, ValueError, *((TypeError, ImportError) if kw else ())) as e:
+                raise model_load_error(e, f"reward_funcs: could not load reward model {model!r}",
+                    f"A reward is a built-in name ({', '.join(REWARD_FUNCS)}) or a sequence-classification model: a local "
+                    f"folder, or a Hub id that is reachable or in the local cache (`hf download {model}` where there is "
+                    f"network).", kw) from None
         cfg = getattr(model, "config", None)
         name = getattr(cfg, "_name_or_path", "") or ""
         if tokenizer is None:                               # as TRL: the tokenizer saved with the model
@@ -138,13 +139,13 @@ class ModelReward:
 REWARD_FUNCS = {"accuracy": accuracy_reward, "format": format_reward, "length": length_reward}
 
 # %% ../nbs/api/02_rewards.ipynb #e7f37574
-def get_reward_func(name, processing_class=None):
+def get_reward_func(name, processing_class=None, model_init_kwargs: dict | None = None):
     "A built-in by name (`accuracy`, `format`, `length`), your function by import path, else a `ModelReward`; callables pass through."
     if isinstance(name, torch.nn.Module): return ModelReward(name, processing_class)   # a loaded reward model (as TRL)
     if callable(name): return name
     if name in REWARD_FUNCS: return REWARD_FUNCS[name]
     if is_import_path(name): return import_reward_func(name)
-    return ModelReward(name, processing_class)
+    return ModelReward(name, processing_class, model_init_kwargs=model_init_kwargs)   # an id or path, loaded as TRL loads it
 
 # %% ../nbs/api/02_rewards.ipynb #e1d54a88
 def is_import_path(name: str) -> bool:

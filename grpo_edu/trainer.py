@@ -20,7 +20,7 @@ One step reads top to bottom as DeepSeekMath's algorithm: sample prompts → G c
   π_old = π_θ and old log-probs are not computed (the loss uses logps.detach()).
 - The reference model exists only when beta > 0.
 """
-import asyncio, contextlib, copy, inspect, json, math, numbers, shutil, signal, time
+import asyncio, contextlib, copy, inspect, json, math, numbers, shutil, signal, time, warnings
 from concurrent.futures import ThreadPoolExecutor
 from collections import defaultdict
 from pathlib import Path
@@ -34,7 +34,7 @@ from .advantages import decoupled_advantages, group_advantages, group_reward_std
 from .checkpoint import checkpoint_tmp, checkpoints, load_trainer_state, resolve_checkpoint, rng_state, save_checkpoint, set_rng_state
 from .config import MODEL_EXAMPLE, GRPOConfig
 from .data import load_task
-from .errors import GRPOEduError, check_local_path
+from .errors import GRPOEduError, check_local_path, model_load_error
 from .logprobs import per_token_logps
 from .loss import grpo_loss, grpo_loss_metrics, high_entropy_mask
 from .monitor import HEALTH_ADVICE, HealthMonitor, MetricsWriter, plot_metrics, trim_jsonl, write_json
@@ -44,18 +44,23 @@ from .rollout import encode_prompts, generate_completions, is_conversational
 # %% ../nbs/api/09_trainer.ipynb #2ebb9097
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "auto": "auto"}
 
-def load_policy(name: str, torch_dtype: str = "float32", field: str = "model_name_or_path"):
+def load_policy(
+    name: str,                            # a Hub id or a local folder
+    torch_dtype: str = "float32",         # the weights' dtype (GRPOConfig.torch_dtype)
+    field: str = "model_name_or_path",    # the option `name` came from, for the error message
+    model_init_kwargs: dict | None = None,  # more from_pretrained arguments (GRPOConfig.model_init_kwargs), as TRL passes them
+):
     "A causal LM and its tokenizer (left padding, a pad token) from a Hub id or a local folder."
     check_local_path(name, field, MODEL_EXAMPLE)                   # a mistyped folder, not a failed Hub lookup
+    kw = model_init_kwargs or {}
     try:
-        tok = AutoTokenizer.from_pretrained(name)
-        model = AutoModelForCausalLM.from_pretrained(name, dtype=_DTYPES[torch_dtype])
-    except (OSError, ValueError) as e:
-        raise GRPOEduError(
-            f"could not load model {name!r} ({str(e).splitlines()[0][:200]}). If it is a Hub id, the Hugging Face Hub "
-            f"may be unreachable from here and the model is not in the local cache: download it where there is network "
-            f"(`hf download {name}`) and copy the folder over, or set model_name_or_path to a local folder that holds "
-            f"config.json, the weights and the tokenizer files.") from None
+        tok = AutoTokenizer.from_pretrained(name, **{k: kw[k] for k in ("revision",) if k in kw})   # as TRL: the same revision
+        model = AutoModelForCausalLM.from_pretrained(name, **{**kw, "dtype": _DTYPES[torch_dtype]})   # torch_dtype wins
+    except (OSError, ValueError, *((TypeError, ImportError) if kw else ())) as e:   # (without kwargs those are bugs)
+        raise model_load_error(e, f"could not load model {name!r}",
+            f"If it is a Hub id, the Hugging Face Hub may be unreachable from here and the model is not in the local cache: "
+            f"download it where there is network (`hf download {name}`) and copy the folder over, or set {field} to a "
+            f"local folder that holds config.json, the weights and the tokenizer files.", kw) from None
     if tok.pad_token is None: tok.pad_token = tok.eos_token
     tok.padding_side = "left"
     return model, tok
@@ -140,14 +145,14 @@ def disable_dropout(model: torch.nn.Module) -> torch.nn.Module:
     return model
 
 # %% ../nbs/api/09_trainer.ipynb #09c6dab3
-def _reference_copy(model, model_id: str | None, torch_dtype) -> torch.nn.Module:
+def _reference_copy(model, model_id: str | None, torch_dtype, model_init_kwargs: dict | None = None) -> torch.nn.Module:
     "A frozen π_ref: a deep copy of the policy, or, when ZeRO-3's zero.Init loaded it as shards, the model loaded again."
     if any(hasattr(p, "ds_id") for p in model.parameters()):   # a copy of a shard would alias the policy's partitions
         if model_id is None:
             raise GRPOEduError("beta > 0 under DeepSpeed ZeRO-3 needs its own reference model, but the policy was passed "
                                "already loaded as ZeRO-3 shards: pass the model as an id or path (model='Qwen/...'), "
                                "or set zero3_init_flag: false in the accelerate config.")
-        return load_policy(model_id, torch_dtype)[0].eval().requires_grad_(False)
+        return load_policy(model_id, torch_dtype, model_init_kwargs=model_init_kwargs)[0].eval().requires_grad_(False)
     return copy.deepcopy(model).eval().requires_grad_(False)
 
 # %% ../nbs/api/09_trainer.ipynb #9d3584b1
@@ -203,13 +208,18 @@ class GRPOTrainer:
         if len(rpcs) != len(funcs):
             raise GRPOEduError(f"reward_processing_classes has {len(rpcs)} entries but there are {len(funcs)} reward functions: "
                                f"give one per function (None for the ones that are not reward models).")
-        self.reward_funcs = [get_reward_func(f, t) for f, t in zip(funcs, rpcs)]      # before the policy loads: a
+        self.reward_funcs = [get_reward_func(f, t, args.model_init_kwargs) for f, t in zip(funcs, rpcs)]      # before the policy loads: a
         for f in self.reward_funcs:                                                   # reward models: on our device, with TRL's template variables
             if isinstance(f, ModelReward): f.model.to(acc.device); f.chat_template_kwargs = args.chat_template_kwargs or {}
         self.reward_names = [_reward_name(f) for f in self.reward_funcs]                      # bad reward fails fast
         self.reward_weights = torch.tensor(args.reward_weights or [1.0] * len(funcs), dtype=torch.float32)
         model_id = model if isinstance(model, str) else None
-        if model_id is not None: model, tok = load_policy(model_id, args.torch_dtype); processing_class = processing_class or tok
+        if model_id is not None:
+            model, tok = load_policy(model_id, args.torch_dtype, model_init_kwargs=args.model_init_kwargs)
+            processing_class = processing_class or tok
+        elif args.model_init_kwargs:                        # as TRL: they load a model, and this one came loaded
+            warnings.warn(f"model_init_kwargs={args.model_init_kwargs!r} are ignored: the policy was passed already loaded "
+                          f"(pass its id or folder to have them applied).")
         if processing_class is None:
             raise GRPOEduError("processing_class is required when `model` is an already loaded model: pass its tokenizer.")
         self.tokenizer = processing_class
@@ -218,7 +228,7 @@ class GRPOTrainer:
         if args.disable_dropout: disable_dropout(model)    # (π_ref runs in eval mode: no dropout there anyway)
         if args.gradient_checkpointing:                    # transformers 5.2x renamed it; the old name warns on every run
             (getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable)()
-        self.ref_model = _reference_copy(model, model_id, args.torch_dtype) if args.beta > 0 else None
+        self.ref_model = _reference_copy(model, model_id, args.torch_dtype, args.model_init_kwargs) if args.beta > 0 else None
         opt = make_optimizer(model, args)
         self.generate_every = args.steps_between_generations(acc.num_processes)   # optimizer steps a generation feeds
         self.steps_per_round = self.generate_every // args.num_iterations          # ... in one pass over it
@@ -728,7 +738,7 @@ def trainer_from_config(args: GRPOConfig) -> GRPOTrainer:
     eval_ds = None
     if args.eval_dataset == "auto" and args.dataset in ("toy", "gsm8k"): eval_ds = load_task(args.dataset, "test", args.dataset_path)
     elif args.eval_dataset not in (None, "auto"): eval_ds = load_task(args.eval_dataset, "test", args.dataset_path)
-    rewards = [get_reward_func(f) for f in args.reward_funcs]   # reward models load before the toy warm start
+    rewards = [get_reward_func(f, None, args.model_init_kwargs) for f in args.reward_funcs]   # reward models load before the toy warm start
     if args.model_name_or_path == "toy":
         from grpo_edu.toy import toy_tokenizer, toy_model, sft_warm_start
         tok = toy_tokenizer(); model = toy_model(tok, seed=args.seed)

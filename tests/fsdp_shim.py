@@ -32,8 +32,8 @@ def fsdp2_accelerator(**kw):
 _load_policy = T.load_policy
 
 
-def load_policy_rank0_only(name, torch_dtype="float32"):
-    model, tok = _load_policy(name, torch_dtype)
+def load_policy_rank0_only(name, torch_dtype="float32", *args, **kwargs):
+    model, tok = _load_policy(name, torch_dtype, *args, **kwargs)
     if os.environ.get("FSDP_CPU_RAM_EFFICIENT_LOADING", "").lower() in ("1", "true") and int(os.environ["RANK"]) != 0:
         with torch.no_grad():
             for p in model.parameters(): p.zero_()              # (buffers: non-persistent, rebuilt on load)

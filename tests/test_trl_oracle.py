@@ -220,6 +220,24 @@ def test_reward_model_scores_equal_trl(tmp_path, chat):
     assert theirs.std() > 0                                                          # the texts really differ
 
 
+def test_model_init_kwargs_load_the_models_as_trl_does(tmp_path):
+    "A TRL recipe's model_init_kwargs (dtype, attn_implementation) reach the policy, π_ref and a reward model as in TRL."
+    from transformers import Qwen2Config, Qwen2ForSequenceClassification
+    from grpo_edu import GRPOConfig, GRPOTrainer
+    tok = toy_tokenizer()
+    rm = Qwen2ForSequenceClassification(Qwen2Config(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                                    num_attention_heads=4, num_key_value_heads=2, num_labels=1))
+    rpath = tmp_path / "rm"; rm.save_pretrained(rpath); tok.save_pretrained(rpath)
+    kw = {"dtype": "bfloat16", "attn_implementation": "eager"}                        # transformers' default: fp32 (TRL's), sdpa
+    t = make_trl(tmp_path, reward_funcs=str(rpath), beta=0.04, model_init_kwargs=dict(kw))
+    args = GRPOConfig(model_init_kwargs=dict(kw), beta=0.04, num_generations=4, output_dir=str(tmp_path / "ours"), bf16=False)
+    ours = GRPOTrainer(str(tmp_path / "tiny-qwen2"), [str(rpath)], args, Dataset.from_list([{"prompt": "1+1="}] * 4))
+    seen = lambda m: (m.dtype, m.config._attn_implementation)
+    assert seen(ours.accelerator.unwrap_model(ours.model)) == seen(t.model) == (torch.bfloat16, "eager")
+    assert seen(ours.ref_model) == seen(t.ref_model)
+    assert seen(ours.reward_funcs[0].model) == seen(t.reward_funcs[0]) == (torch.bfloat16, "eager")
+
+
 def _fixed(values, name):
     "A reward function that hands out `values` in order, named `name` (TRL names metrics after __name__)."
     queue = list(values)
