@@ -734,6 +734,10 @@ def _log_completions(out: Path, step: int, samples: list):
 def trainer_from_config(args: GRPOConfig) -> GRPOTrainer:
     "Build the model, datasets and trainer that a GRPOConfig describes (validates first, loads second)."
     args.validate()
+    if args.model_name_or_path == "toy" and args.model_init_kwargs:   # (GRPOTrainer only warns: Python may pass any model)
+        raise GRPOEduError(f"model_init_kwargs={args.model_init_kwargs!r} go to from_pretrained, but model_name_or_path=toy "
+                           f"is built in code, not loaded: remove them, or set model_name_or_path to a Hub id or a saved "
+                           f"model's folder.")
     train_ds = load_task(args.dataset, "train", args.dataset_path)
     eval_ds = None
     if args.eval_dataset == "auto" and args.dataset in ("toy", "gsm8k"): eval_ds = load_task(args.dataset, "test", args.dataset_path)

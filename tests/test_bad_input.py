@@ -39,6 +39,7 @@ def _write(path, text):
     (["--adam_beta1", "1.5"], "adam_beta1=1.5 must be in [0, 1)"),          # was torch's traceback after the model loaded
     (["--top_k", "-3"], "top_k=-3 must be ≥ 0"),                            # was transformers' traceback mid-rollout
     (["--model_init_kwargs", '{"device_map": "auto"}'], "model_init_kwargs.device_map='auto' is not passed: accelerate"),
+    (["--model_init_kwargs", '{"attn_implementation": "eager"}'], "model_name_or_path=toy is built in code, not loaded"),
 ])
 def test_config_errors(args, expected, tmp_path):
     r = run_cli("train", *args, "--output_dir", tmp_path, timeout=120)
