@@ -14,7 +14,7 @@ __all__ = ['RANGES', 'MODEL_EXAMPLE', 'FIELD_NAMES', 'TRL_NOT_HERE', 'TOY_RECIPE
 Why one dataclass: the CLI (`--field value`), YAML recipes and Python users all build this object, and `validate()`
 checks it before any model is loaded, so a mistake costs a second, not ten minutes of loading.
 """
-import dataclasses, importlib.util, inspect, io, json, math, tokenize, typing
+import dataclasses, importlib.util, inspect, io, json, math, os, tokenize, typing
 from dataclasses import dataclass, field, fields, asdict
 from pathlib import Path
 import yaml
@@ -237,6 +237,18 @@ RANGES = {   # field: (the test a value must pass, what the message asks for); t
     "toy_warm_start_accuracy": (lambda v: 0 <= v <= 1, "in [0, 1]"),
 }
 
+def _check_output_dir(path: str) -> None:
+    "output_dir: a folder, or one that can be made, in which this user may write; checked before any model loads."
+    p = Path(path).expanduser()
+    if p.exists() and not p.is_dir():
+        _err(f"output_dir={path!r} is a file: the run writes a folder there (metrics, plots, checkpoints). Give a "
+             f"folder path, e.g. --output_dir runs/my-run.")
+    base = next(d for d in (p, *p.parents) if d.exists())                # the folder it is, or will be made in
+    if not base.is_dir(): _err(f"output_dir={path!r} cannot be made: {base} is a file. Give a folder path, e.g. --output_dir runs/my-run.")
+    if not os.access(base, os.W_OK | os.X_OK):
+        _err(f"output_dir={path!r} cannot be written: this user may not write in {base}. Give a folder you can write to, "
+             f"e.g. --output_dir runs/my-run.")
+
 MODEL_EXAMPLE = ("a folder that holds a saved model (config.json, weights, tokenizer files), e.g. runs/my-run/checkpoint-500, "
                  "or a Hub id such as Qwen/Qwen2.5-0.5B-Instruct")
 
@@ -351,9 +363,7 @@ def validate(self: GRPOConfig, num_processes: int = 1,
     if c.dataset not in ("toy", "gsm8k", "tldr") and not Path(c.dataset).exists():
         _err(f"dataset={c.dataset!r} is neither a built-in task (toy, gsm8k, tldr) nor an existing file "
              f"(looked in {Path.cwd()}). Give a path to a .jsonl/.json/.csv/.parquet file with a `prompt` column.")
-    if Path(c.output_dir).exists() and not Path(c.output_dir).is_dir():
-        _err(f"output_dir={c.output_dir!r} is a file: the run writes a folder there (metrics, plots, checkpoints). Give a "
-             f"folder path, e.g. --output_dir runs/my-run.")
+    _check_output_dir(c.output_dir)
     if c.resume_from_checkpoint: resolve_checkpoint(c.resume_from_checkpoint, c.output_dir)   # before any model loads
     if c.resume_from_checkpoint and c.overwrite_output_dir:
         _err(f"resume_from_checkpoint={c.resume_from_checkpoint!r} and overwrite_output_dir=true: a resume continues the run "

@@ -642,7 +642,10 @@ def train(self: GRPOTrainer) -> dict:
     if a.overwrite_output_dir and resumed is None and main and (old := checkpoints(out)):
         for p in old: shutil.rmtree(p)                             # asked for: this run replaces the one that was there
         print(f"[grpo-edu] overwrite_output_dir: deleted {len(old)} checkpoint(s) of the previous run in {out}")
-    writer = MetricsWriter(out, a.report_to == "tensorboard", resume_step=resumed) if main else None
+    try: writer = MetricsWriter(out, a.report_to == "tensorboard", resume_step=resumed) if main else None
+    except OSError as e:                                           # what validate() cannot foresee (e.g. a read-only mount)
+        raise GRPOEduError(f"output_dir={a.output_dir!r} cannot be written ({e.strerror or e}): give a folder you can write "
+                           f"to, e.g. --output_dir runs/my-run.") from None
     if main: trim_jsonl(out / "completions.jsonl", resumed)     # no other run's rows, no step logged twice
     if main and resumed is None: (out / "summary.json").unlink(missing_ok=True)   # it described another run
     if resumed is None and self.eval_dataset is not None: self.eval_before = self.evaluate()

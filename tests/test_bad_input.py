@@ -104,6 +104,8 @@ def test_paths_of_the_wrong_kind(tmp_path):
     assert r.returncode == 2 and "is a folder: give a YAML recipe" in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]
     r = run_cli("eval", "--model", "m", "--output", f / "eval.json", timeout=120)       # before any model or data loads
     assert r.returncode == 2 and "cannot create its folder" in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]
+    r = run_cli("train", *FAST, "--output_dir", "/proc/grpo-edu-nope", timeout=120)    # a folder nobody can make there
+    assert r.returncode == 2 and "output_dir='/proc/grpo-edu-nope' cannot be" in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]
 
 
 def test_new_run_over_an_old_one_is_refused(tmp_path):
