@@ -107,7 +107,14 @@ def prompt_dataset(path) -> Dataset:
         if "prompt" not in r:
             raise GRPOEduError(f"{path}: row {i} has no `prompt` column (it has {sorted(r)}). Every row needs a "
                                f"`prompt`: a string, or a list of {{\"role\", \"content\"}} messages.")
-    return Dataset.from_list(rows)
+        p = r["prompt"]
+        if not (isinstance(p, str) or isinstance(p, list) and p and all(isinstance(m, dict) and {"role", "content"} <= m.keys() for m in p)):
+            raise GRPOEduError(f"{path}: row {i}'s `prompt` is {p!r:.120}: a prompt is a string, or a list of "
+                               f"{{\"role\": ..., \"content\": ...}} messages. Fix that row.")
+    try: return Dataset.from_list(rows)
+    except (ValueError, TypeError) as e:                         # pyarrow: one type per column, e.g. 5 here and "5" there
+        raise GRPOEduError(f"{path}: a column holds values of different kinds on different rows ({str(e).splitlines()[0][:160]}). "
+                           f"Give each column one kind of value on every row (e.g. `answer` always a string).") from None
 
 # %% ../nbs/api/04_data.ipynb #b7e3166c
 def find_shared_data(start=None) -> Path | None:

@@ -58,6 +58,9 @@ def test_yaml_unknown_key_suggests(tmp_path):
     ('{"prompt": "1+1=", "answer": "2"}\n{"prompt": broken}\n', "line 2, is not valid JSON"),
     ('{"question": "1+1="}\n', "has no `prompt` column"),
     ("", "has no rows"),
+    ('{"prompt": "1+1="}\n', "reward function `accuracy_reward` needs the dataset column `answer`"),   # toy's default reward
+    ('{"prompt": [{"content": "1+1="}], "answer": "2"}\n', "row 1's `prompt` is [{'content': '1+1='}]: a prompt is a string"),
+    ('{"prompt": "1+1=", "answer": 2}\n{"prompt": "2+2=", "answer": "4"}\n', "a column holds values of different kinds"),
 ])
 def test_data_file_errors(tmp_path, content, expected):
     f = _write(tmp_path / "p.jsonl", content)
