@@ -28,6 +28,7 @@ import torch
 from accelerate import Accelerator
 from accelerate.utils import gather_object, send_to_device, set_seed
 from tqdm.auto import tqdm
+from datasets import Dataset
 from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerState, get_scheduler
 from transformers.utils import logging as hf_logging
 from .advantages import decoupled_advantages, group_advantages, group_reward_std, nanstd
@@ -211,7 +212,7 @@ class GRPOTrainer:
                  model,                       # a Hub id / local path, or a loaded causal LM
                  reward_funcs,                # a callable, a name in grpo_edu.rewards, a reward-model id, or a list
                  args: GRPOConfig | None = None,
-                 train_dataset=None,          # a datasets.Dataset with a `prompt` column
+                 train_dataset=None,          # a datasets.Dataset with a `prompt` column (or a list of such rows)
                  eval_dataset=None,           # optional, with `prompt` and `answer`: greedy accuracy before/after
                  processing_class=None,       # the tokenizer (needed when `model` is already loaded)
                  reward_processing_classes=None):  # tokenizers of reward models, one per reward function (None: their own)
@@ -324,6 +325,12 @@ class GRPOTrainer:
     @staticmethod
     def _check_dataset(ds, name):
         if ds is None: raise GRPOEduError(f"{name} is required: a datasets.Dataset with a `prompt` column.")
+        if isinstance(ds, (list, tuple)) and all(isinstance(r, dict) for r in ds): ds = Dataset.from_list(list(ds))   # rows
+        if not isinstance(ds, Dataset):
+            how = {"IterableDataset": "prompts are drawn by index, so materialise a streamed one: Dataset.from_list(list(ds))",
+                   "DataFrame": "Dataset.from_pandas(df) makes one"}.get(type(ds).__name__, "Dataset.from_list(rows) makes one "
+                                                                         "from a list of dicts")
+            raise GRPOEduError(f"{name} must be a datasets.Dataset with a `prompt` column (got {type(ds).__name__}): {how}.")
         if len(ds) == 0: raise GRPOEduError(f"{name} is empty: GRPO needs prompts.")
         if "prompt" not in ds.column_names:
             raise GRPOEduError(f"{name} has no `prompt` column (columns: {ds.column_names}). Rename the column that "
