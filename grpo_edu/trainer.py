@@ -345,7 +345,7 @@ class GRPOTrainer:
     @classmethod
     def _check_eval_dataset(cls, ds):
         if ds is None: return None
-        if "answer" not in cls._check_dataset(ds, "eval_dataset").column_names:
+        if "answer" not in (ds := cls._check_dataset(ds, "eval_dataset")).column_names:
             raise GRPOEduError(f"eval_dataset has no `answer` column (columns: {ds.column_names}): the held-out accuracy "
                                f"compares each greedy completion with it. Add the reference answers as `answer`, or pass "
                                f"no eval_dataset (from the CLI: --eval_dataset none).")
