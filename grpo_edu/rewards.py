@@ -143,6 +143,10 @@ def get_reward_func(name, processing_class=None, model_init_kwargs: dict | None 
     "A built-in by name (`accuracy`, `format`, `length`), your function by import path, else a `ModelReward`; callables pass through."
     if isinstance(name, torch.nn.Module): return ModelReward(name, processing_class)   # a loaded reward model (as TRL)
     if callable(name): return name
+    if not isinstance(name, str):
+        raise GRPOEduError(f"reward_funcs: {name!r} ({type(name).__name__}) is not a reward: give a function with TRL's signature "
+                           f"f(prompts, completions, completion_ids, **columns), a built-in name ({', '.join(REWARD_FUNCS)}), "
+                           f"an import path (my_rewards.exact), or a reward model (a loaded one, an id or a folder).")
     if name in REWARD_FUNCS: return REWARD_FUNCS[name]
     if is_import_path(name): return import_reward_func(name)
     return ModelReward(name, processing_class, model_init_kwargs=model_init_kwargs)   # an id or path, loaded as TRL loads it

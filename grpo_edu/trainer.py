@@ -219,6 +219,8 @@ class GRPOTrainer:
         self.args = args = args if args is not None else GRPOConfig()
         self.accelerator = acc = Accelerator(mixed_precision="bf16" if self._use_bf16() else "no")
         funcs = list(reward_funcs) if isinstance(reward_funcs, (list, tuple)) else [reward_funcs]
+        if not funcs: raise GRPOEduError("reward_funcs is empty: GRPO needs at least one reward function (yours, with TRL's "
+                                         "signature, or a built-in such as accuracy_reward).")
         args.validate(acc.num_processes, num_reward_funcs=len(funcs))    # the weights count the functions passed here
         if args.sync_ref_model and self._sharded_weights():
             raise GRPOEduError("sync_ref_model=true with sharded weights (FSDP or DeepSpeed ZeRO-3): the policy is sliced across "
