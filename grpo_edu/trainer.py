@@ -34,7 +34,7 @@ from transformers.utils import logging as hf_logging
 from .advantages import decoupled_advantages, group_advantages, group_reward_std, nanstd
 from .checkpoint import checkpoint_tmp, checkpoints, load_trainer_state, resolve_checkpoint, rng_state, save_checkpoint, set_rng_state
 from .config import MODEL_EXAMPLE, GRPOConfig
-from .data import load_task
+from .data import is_prompt, load_task
 from .errors import GRPOEduError, check_local_path, model_load_error
 from .logprobs import per_token_logps
 from .loss import grpo_loss, grpo_loss_metrics, high_entropy_mask
@@ -235,12 +235,12 @@ class GRPOTrainer:
         if len(rpcs) != len(funcs):
             raise GRPOEduError(f"reward_processing_classes has {len(rpcs)} entries but there are {len(funcs)} reward functions: "
                                f"give one per function (None for the ones that are not reward models).")
+        self.train_dataset = self._check_dataset(train_dataset, "train_dataset")              # bad data fails fast, before
+        self.eval_dataset = self._check_eval_dataset(eval_dataset)                            # any model loads
         self.reward_funcs = [get_reward_func(f, t, args.model_init_kwargs) for f, t in zip(funcs, rpcs)]      # before the policy loads: a
         for f in self.reward_funcs:                                                   # reward models: on our device, with TRL's template variables
             if isinstance(f, ModelReward): f.model.to(acc.device); f.chat_template_kwargs = args.chat_template_kwargs or {}
         self.reward_names = [_reward_name(f) for f in self.reward_funcs]                      # bad reward fails fast
-        self.train_dataset = self._check_dataset(train_dataset, "train_dataset")              # so does bad data: before
-        self.eval_dataset = self._check_eval_dataset(eval_dataset)                            # the policy loads
         check_reward_columns(self.reward_funcs, self.train_dataset)
         self.reward_weights = torch.tensor(args.reward_weights or [1.0] * len(funcs), dtype=torch.float32)
         model_id = model if isinstance(model, str) else None
@@ -337,8 +337,7 @@ class GRPOTrainer:
         if "prompt" not in ds.column_names:
             raise GRPOEduError(f"{name} has no `prompt` column (columns: {ds.column_names}). Rename the column that "
                                f"holds the prompts to `prompt` (a string or a list of chat messages).")
-        p = ds[0]["prompt"]                                  # (Arrow gives every row the type and the keys of the first)
-        if not (isinstance(p, str) or is_conversational(p) and all(isinstance(m, dict) and {"role", "content"} <= m.keys() for m in p)):
+        if not is_prompt(p := ds[0]["prompt"]):              # (Arrow gives every row the type and the keys of the first)
             raise GRPOEduError(f"the prompts of {name} must be strings or lists of chat messages like [{{'role': 'user', "
                                f"'content': '...'}}], but row 0 holds {p!r:.200}. Fix the data (each message needs `role` "
                                f"and `content`).")
