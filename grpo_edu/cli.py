@@ -165,11 +165,12 @@ def cmd_memory(argv: list[str]) -> int:
     from dataclasses import asdict
     from grpo_edu.memory import estimate_memory, format_estimate
     cfg = load_config(known.config, parse_overrides(rest), base=None if known.config else {"model_name_or_path": "qwen2.5-0.5b"})
+    cfg.validate(num_processes=known.gpus, offline=True)      # the run must be one `train` would accept (files aside)
     model = known.model or cfg.model_name_or_path
     est = estimate_memory(model, **{**asdict(cfg), "gpus": known.gpus, "zero": known.zero, "gpu_memory_gib": known.gpu_memory_gib})
     print(format_estimate(est, f"{model}: {est['params'] / 1e9:.2f}B parameters, {known.gpus} GPU(s), ZeRO-{known.zero}, "
                                f"batch {cfg.per_device_train_batch_size}x{cfg.gradient_accumulation_steps}, "
-                               f"completions {cfg.max_completion_length}, {cfg.torch_dtype} weights"))
+                               f"completions {cfg.max_completion_length}, {cfg.torch_dtype} weights, {est['attn_implementation']} attention"))
     return 0
 
 # %% ../nbs/api/10_cli.ipynb #bb9cfc88

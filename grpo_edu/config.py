@@ -255,6 +255,7 @@ MODEL_EXAMPLE = ("a folder that holds a saved model (config.json, weights, token
 @typing.no_type_check
 def validate(self: GRPOConfig, num_processes: int = 1,
              num_reward_funcs: int | None = None,   # reward functions passed to GRPOTrainer directly (None: reward_funcs')
+             offline: bool = False,                 # True: the values alone (grpo-edu memory); no file, package or folder is looked at
             ) -> GRPOConfig:
     "Check every field; raise GRPOEduError naming the field and the fix. Returns the config."
     c, G = self, self.num_generations
@@ -323,17 +324,17 @@ def validate(self: GRPOConfig, num_processes: int = 1,
              f"the whole (batch, length, vocab) logits).")
     if c.optim not in ("adamw_torch", "adamw_8bit"):
         _err(f"optim={c.optim!r}: use adamw_torch or adamw_8bit.{closest(str(c.optim), ('adamw_torch', 'adamw_8bit'))}")
-    if c.optim == "adamw_8bit":
+    if c.optim == "adamw_8bit" and not offline:
         if importlib.util.find_spec("bitsandbytes") is None:
             _err("optim=adamw_8bit needs the bitsandbytes package (CUDA): `pip install bitsandbytes`, or set "
                  "optim=adamw_torch (fp32/bf16 AdamW states, 2 × the weights' bytes).")
     if c.rollout_engine not in ("auto", "static", "hf"):
         _err(f"rollout_engine={c.rollout_engine!r}: use auto (the static-cache sampler on CUDA, HF generate elsewhere), "
              f"static (always the static-cache sampler) or hf (always Hugging Face generate).")
-    if c.model_name_or_path != "toy":
+    if c.model_name_or_path != "toy" and not offline:
         check_local_path(c.model_name_or_path, "model_name_or_path", MODEL_EXAMPLE)
     if not c.reward_funcs: _err("reward_funcs is empty: GRPO needs at least one reward function, e.g. [accuracy].")
-    for f in c.reward_funcs:   # a name that is no built-in, no folder and no org/name Hub id is a typo, not a reward model
+    for f in () if offline else c.reward_funcs:   # a name that is no built-in, folder or org/name Hub id is a typo
         if not isinstance(f, str) or f in REWARD_FUNCS: continue
         if is_import_path(f): import_reward_func(f); continue   # your function: importable?
         check_local_path(f, "reward_funcs", "a reward model's folder, or a Hub id such as OpenAssistant/reward-model-deberta-v3-base")
@@ -356,10 +357,11 @@ def validate(self: GRPOConfig, num_processes: int = 1,
         _err(f"torch_dtype={c.torch_dtype!r}: use float32, bfloat16, float16 or auto.")
     _check_model_init_kwargs(c)
     if c.report_to not in ("none", "tensorboard"): _err(f"report_to={c.report_to!r}: use none or tensorboard.")
-    if c.report_to == "tensorboard":
+    if c.report_to == "tensorboard" and not offline:
         if importlib.util.find_spec("tensorboard") is None:
             _err("report_to=tensorboard needs the tensorboard package: `pip install tensorboard`, or set report_to=none "
                  "(metrics.jsonl and the PNG plots are always written).")
+    if offline: return c
     if c.dataset not in ("toy", "gsm8k", "tldr") and not Path(c.dataset).exists():
         _err(f"dataset={c.dataset!r} is neither a built-in task (toy, gsm8k, tldr) nor an existing file "
              f"(looked in {Path.cwd()}). Give a path to a .jsonl/.json/.csv/.parquet file with a `prompt` column.")

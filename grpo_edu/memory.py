@@ -13,7 +13,8 @@ __all__ = ['SHAPES', 'GiB', 'model_shape', 'param_count', 'estimate_memory', 'fo
 
 Why an estimate from shapes is good enough to plan: the big terms are exact counts (parameters × bytes); activations
 and logits scale as batch × tokens × width, and the constants below follow what grpo_edu's trainer keeps alive
-(chunked log-probs, whole-batch generation). It is an estimate of `torch.cuda.max_memory_allocated`, not of
+(chunked log-probs, whole-batch generation). Attention is memory-efficient by default (SDPA): nothing of size B·H·T² is
+kept; with eager attention it is, and the planner counts it (checked on a CPU against the profiler's byte count). It is an estimate of `torch.cuda.max_memory_allocated`, not of
 `nvidia-smi` (which adds the CUDA context, ~0.5 GiB, and allocator slack).
 """
 import json, math
@@ -83,6 +84,8 @@ def estimate_memory(
     optim: str = "adamw_torch",          # adamw_torch (2 states in the weights' dtype) | adamw_8bit (2 × 1 byte)
     rollout_engine: str = "auto",        # auto/static: the static engine's KV cache stays allocated; hf: freed after rollout
     rollout_release_memory: bool = False,# True: the static engine frees its cache after each rollout
+    attn_implementation: str | None = None,  # eager | sdpa | flash_attention_2 ...; None: model_init_kwargs' or "sdpa"
+    model_init_kwargs: dict | None = None,   # the run's from_pretrained kwargs (its attn_implementation is read)
     **ignored,
 ) -> dict:                               # GiB per process for each part, the two phases' peaks, and whether it fits
     "Peak GPU memory per process of a grpo_edu GRPO step, split into its parts."
@@ -102,6 +105,15 @@ def estimate_memory(
     per_tok_layer = (8 * h + 2 * kvd + 5 * I) * ab                               # what one layer keeps for backward
     act = (L * B * T * h * ab + B * T * per_tok_layer) if gradient_checkpointing else L * B * T * per_tok_layer
     parts["activations"] = act
+    attn = attn_implementation or (model_init_kwargs or {}).get("attn_implementation") or "sdpa"   # transformers' default
+    attn = "eager" if "eager" in str(attn) else attn                          # paged|eager is eager too
+    H, n_kept = s["num_attention_heads"], (1 if gradient_checkpointing else L)    # layers whose saved tensors live at once
+    cast = ab if ab < 4 else 0                                                  # autocast: the fp32 probabilities are cast down
+    if attn == "eager":        # per layer: softmax's fp32 (B, H, T, T) probabilities (+ their cast), kept for backward,
+        parts["attention matrices"] = B * H * T * T * (n_kept * (4 + cast) + ab + 4)   # + one layer's backward: their grad, softmax's
+    elif attn == "sdpa":       # SDPA turns the (B, 1, T, T) padding mask into a bias in the query's dtype and keeps it per layer
+        parts["attention matrices"] = n_kept * B * T * T * ab
+    else: parts["attention matrices"] = 0.0                                    # flash attention: nothing quadratic in T
     if lm_head_chunk_size:                                                      # one chunk: fp32 logits, log-softmax, grad
         parts["logits (B, K, V)"] = 3 * min(lm_head_chunk_size, B * K) * V * 4
     else:                                                                       # logits + their log-softmax, kept for backward
@@ -114,11 +126,14 @@ def estimate_memory(
     parts["bf16 copy (rollout)"] = P * ab if static_engine and ab < wb else 0.0  # fp32 masters: the sampler's bf16 copy
     static = parts["weights"] + parts["optimizer (AdamW)"] + parts["reference model"]
     rollout = static + parts["bf16 copy (rollout)"] + parts["KV cache (rollout)"] + 3 * gen_rows * V * 4        # + a step's fp32 logits, noise, filter
-    update = static + parts["gradients"] + parts["activations"] + parts["logits (B, K, V)"]
+    if attn == "eager":        # no-grad passes hold one layer's scores at once: scoring B rows, and HF generate's prefill
+        Tp = max_prompt_length or 512                                          # (two fp32 scores, + their cast)
+        rollout += H * (8 + cast) * max(B * T * T, 0 if static_engine else gen_rows * Tp * Tp)   # the static engine: SDPA
+    update = static + parts["gradients"] + parts["activations"] + parts["attention matrices"] + parts["logits (B, K, V)"]
     if static_engine and not rollout_release_memory:                            # the captured graphs keep them allocated
         update += parts["KV cache (rollout)"] + parts["bf16 copy (rollout)"]
     out = {k: v / GiB for k, v in parts.items()}
-    out.update({"params": P, "peak rollout": rollout / GiB, "peak update": update / GiB,
+    out.update({"params": P, "attn_implementation": attn, "peak rollout": rollout / GiB, "peak update": update / GiB,
                 "total": max(rollout, update) / GiB, "gpu_memory_gib": gpu_memory_gib})
     out["fits"] = out["total"] <= gpu_memory_gib
     return out
@@ -127,8 +142,8 @@ def estimate_memory(
 def format_estimate(est: dict, title: str = "") -> str:
     "A small text table of `estimate_memory`'s result."
     rows = [f"{title}".strip(), f"{'part':<22}{'GiB':>8}"]
-    for k in ("weights", "gradients", "optimizer (AdamW)", "reference model", "activations", "logits (B, K, V)",
-              "KV cache (rollout)", "bf16 copy (rollout)"):
+    for k in ("weights", "gradients", "optimizer (AdamW)", "reference model", "activations", "attention matrices",
+              "logits (B, K, V)", "KV cache (rollout)", "bf16 copy (rollout)"):
         rows.append(f"{k:<22}{est[k]:>8.2f}")
     rows += [f"{'peak, rollout':<22}{est['peak rollout']:>8.2f}", f"{'peak, update':<22}{est['peak update']:>8.2f}",
              f"{'total (max)':<22}{est['total']:>8.2f}  of {est['gpu_memory_gib']:g} GiB -> "
