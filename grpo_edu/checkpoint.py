@@ -6,7 +6,7 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/checkpoint.html.md"""
 
 # %% auto #0
 __all__ = ['rng_state', 'set_rng_state', 'checkpoint_tmp', 'save_checkpoint', 'checkpoints', 'latest_checkpoint',
-           'resolve_checkpoint', 'load_trainer_state']
+           'resolve_checkpoint', 'load_trainer_state', 'check_model_folder']
 
 # %% ../nbs/api/08_checkpoint.ipynb #e18c527d
 """Checkpoints: model, tokenizer, optimizer, scheduler, RNG states and step, written atomically.
@@ -99,3 +99,18 @@ def resolve_checkpoint(path, output_dir) -> Path:
 def load_trainer_state(path) -> dict:
     "The trainer state saved with a checkpoint."
     return torch.load(Path(path) / "trainer_state.pt", weights_only=False)
+
+# %% ../nbs/api/08_checkpoint.ipynb #91a86903
+def check_model_folder(
+    name,        # what was given as a model: a Hub id or a local path
+    field: str,  # the field or option it came from, named in the message
+) -> None:
+    "Raise GRPOEduError when `name` is a folder without config.json: a run's folder (its models are its checkpoints) or none."
+    p = Path(str(name)).expanduser()
+    if not p.is_dir() or (p / "config.json").exists(): return
+    if (ck := latest_checkpoint(p)) is not None:
+        raise GRPOEduError(f"{field}={str(name)!r} is a training run's folder, not a model: the models it trained are its "
+                           f"checkpoints. Give one, e.g. {field}={ck} (the newest).")
+    raise GRPOEduError(f"{field}={str(name)!r} is a folder without config.json, so it holds no model. Give a folder that "
+                       f"save_pretrained wrote (config.json, the weights and the tokenizer files), a checkpoint-N folder of a "
+                       f"grpo-edu run, or a Hub id such as Qwen/Qwen2.5-0.5B-Instruct.")

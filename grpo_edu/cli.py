@@ -15,9 +15,10 @@ overrides) and runs GRPOTrainer; `eval` measures greedy pass@1 (and pass@k) with
 Why errors are caught here and nowhere else: the library raises GRPOEduError with a full explanation; only the
 command line decides that a user should see that paragraph instead of a traceback.
 """
-import argparse, dataclasses, math, os, sys, textwrap
+import argparse, dataclasses, math, os, sys, tempfile, textwrap
 from pathlib import Path
 from .config import FIELD_NAMES, MODEL_EXAMPLE, TOY_RECIPE, GRPOConfig, field_docs, load_config, not_a_field
+from .checkpoint import check_model_folder
 from .errors import GRPOEduError, check_local_path, closest
 
 # %% ../nbs/api/10_cli.ipynb #9204e5c0
@@ -120,12 +121,17 @@ def cmd_eval(argv: list[str]) -> int:
     if a.chat_template_kwargs is not None:                          # read as `train` reads it: a mapping, from JSON
         a.chat_template_kwargs = load_config(None, {"chat_template_kwargs": a.chat_template_kwargs}).chat_template_kwargs
     check_local_path(a.model, "--model", MODEL_EXAMPLE)           # before the dataset loads
+    check_model_folder(a.model, "--model")
     if a.output:                         # checked before the evaluation, so that its result is never lost at the end
         out = Path(a.output)
         if out.is_dir(): raise GRPOEduError(f"--output {out} is a folder: give a file name, e.g. --output {out / 'eval.json'}.")
         try: out.parent.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise GRPOEduError(f"--output {out}: cannot create its folder {out.parent} ({e.strerror}). Give a path in a "
+                               f"writable folder, e.g. --output runs/eval.json.") from None
+        try: tempfile.TemporaryFile(dir=out.parent).close()         # a folder that exists may still refuse files
+        except OSError as e:
+            raise GRPOEduError(f"--output {out}: cannot write a file in {out.parent} ({e.strerror}). Give a path in a "
                                f"writable folder, e.g. --output runs/eval.json.") from None
     import torch
     from grpo_edu.data import load_task

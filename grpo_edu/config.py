@@ -21,7 +21,7 @@ import yaml
 from .errors import GRPOEduError, check_local_path, closest
 from .loss import IMPORTANCE_SAMPLING_LEVELS, LOSS_TYPES
 from .advantages import MULTI_OBJECTIVE_AGGREGATIONS, SCALE_REWARDS
-from .checkpoint import latest_checkpoint, resolve_checkpoint
+from .checkpoint import check_model_folder, latest_checkpoint, resolve_checkpoint
 from .rewards import REWARD_FUNCS, import_reward_func, is_import_path
 
 # %% ../nbs/api/06_config.ipynb #696ff3ab
@@ -333,11 +333,13 @@ def validate(self: GRPOConfig, num_processes: int = 1,
              f"static (always the static-cache sampler) or hf (always Hugging Face generate).")
     if c.model_name_or_path != "toy" and not offline:
         check_local_path(c.model_name_or_path, "model_name_or_path", MODEL_EXAMPLE)
+        check_model_folder(c.model_name_or_path, "model_name_or_path")
     if not c.reward_funcs: _err("reward_funcs is empty: GRPO needs at least one reward function, e.g. [accuracy].")
     for f in () if offline else c.reward_funcs:   # a name that is no built-in, folder or org/name Hub id is a typo
         if not isinstance(f, str) or f in REWARD_FUNCS: continue
         if is_import_path(f): import_reward_func(f); continue   # your function: importable?
         check_local_path(f, "reward_funcs", "a reward model's folder, or a Hub id such as OpenAssistant/reward-model-deberta-v3-base")
+        check_model_folder(f, "reward_funcs")
         if "/" not in f and not Path(f).exists():
             _err(f"reward_funcs: {f!r} is neither a built-in reward ({', '.join(REWARD_FUNCS)}), nor your function's import "
                  f"path (my_rewards.exact for exact() in ./my_rewards.py), nor a reward model (a local folder, or a Hub id "

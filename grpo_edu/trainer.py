@@ -32,7 +32,7 @@ from datasets import Dataset
 from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerState, get_scheduler
 from transformers.utils import logging as hf_logging
 from .advantages import decoupled_advantages, group_advantages, group_reward_std, nanstd
-from .checkpoint import checkpoint_tmp, checkpoints, load_trainer_state, resolve_checkpoint, rng_state, save_checkpoint, set_rng_state
+from .checkpoint import check_model_folder, checkpoint_tmp, checkpoints, load_trainer_state, resolve_checkpoint, rng_state, save_checkpoint, set_rng_state
 from .config import MODEL_EXAMPLE, GRPOConfig
 from .data import is_prompt, load_task
 from .errors import GRPOEduError, check_local_path, model_load_error
@@ -53,6 +53,7 @@ def load_policy(
 ):
     "A causal LM and its tokenizer (left padding, a pad token) from a Hub id or a local folder."
     check_local_path(name, field, MODEL_EXAMPLE)                   # a mistyped folder, not a failed Hub lookup
+    check_model_folder(name, field)                                # a run's folder, not its checkpoint
     kw = model_init_kwargs or {}
     try:
         tok = AutoTokenizer.from_pretrained(name, **{k: kw[k] for k in ("revision",) if k in kw})   # as TRL: the same revision

@@ -107,6 +107,8 @@ def test_paths_of_the_wrong_kind(tmp_path):
     assert r.returncode == 2 and "is a folder: give a YAML recipe" in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]
     r = run_cli("eval", "--model", "m", "--output", f / "eval.json", timeout=120)       # before any model or data loads
     assert r.returncode == 2 and "cannot create its folder" in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]
+    r = run_cli("eval", "--model", "m", "--output", "/proc/grpo-edu-eval.json", timeout=120)  # a folder that takes no files
+    assert r.returncode == 2 and "cannot write a file in /proc" in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]
     r = run_cli("train", *FAST, "--output_dir", "/proc/grpo-edu-nope", timeout=120)    # a folder nobody can make there
     assert r.returncode == 2 and "output_dir='/proc/grpo-edu-nope' cannot be" in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]
 
@@ -120,6 +122,8 @@ def test_new_run_over_an_old_one_is_refused(tmp_path):
     assert r.returncode == 2 and "already holds a run (checkpoint-2 is its newest checkpoint)" in r.stderr, r.stderr[-2000:]
     assert "--resume_from_checkpoint latest" in r.stderr and "--overwrite_output_dir true" in r.stderr and "Traceback" not in r.stderr
     assert {str(p): p.stat().st_mtime_ns for p in tmp_path.rglob("*") if p.is_file()} == before         # nothing touched
+    r = run_cli("eval", "--model", tmp_path, timeout=120)                # the run's folder where its checkpoint goes
+    assert r.returncode == 2 and "is a training run's folder" in r.stderr and f"--model={tmp_path / 'checkpoint-2'}" in r.stderr, r.stderr[-2000:]
     r = run_cli("train", *FAST, "--output_dir", tmp_path, "--overwrite_output_dir", "true", timeout=300)
     assert r.returncode == 0 and "deleted 2 checkpoint(s) of the previous run" in r.stdout, r.stderr[-2000:]
     assert sorted(p.name for p in tmp_path.glob("checkpoint-*")) == ["checkpoint-1"]                   # the new run's own
