@@ -6,7 +6,7 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/config.html.md"""
 
 # %% auto #0
 __all__ = ['RANGES', 'MODEL_EXAMPLE', 'FIELD_NAMES', 'TRL_NOT_HERE', 'TOY_RECIPE', 'GRPOConfig', 'validate', 'field_docs',
-           'not_a_field', 'config_from_dict', 'load_config']
+           'trl_instead', 'not_a_field', 'config_from_dict', 'load_config', 'from_trl', 'as_config']
 
 # %% ../nbs/api/06_config.ipynb #6db2c230
 """GRPOConfig: every knob of a run, with TRL's names and defaults where the concept is the same.
@@ -428,9 +428,13 @@ TRL_NOT_HERE = {   # TRL / transformers fields a TRL recipe may hold, and what g
     "log_completions_hub_repo": "log_completions writes completions.jsonl in output_dir", "log_multimodal": "grpo_edu is text-only",
 }
 
+def trl_instead(key: str) -> str | None:
+    "What grpo_edu does instead of TRL's setting `key` (None: not one TRL_NOT_HERE explains)."
+    return TRL_NOT_HERE.get(key) or next((v for k, v in TRL_NOT_HERE.items() if k.endswith("*") and key.startswith(k[:-1])), None)
+
 def not_a_field(key: str, shown: str | None = None) -> str:
     "One sentence: `key` is not a GRPOConfig field, what grpo_edu does instead when it is TRL's, and the closest field name."
-    why = TRL_NOT_HERE.get(key) or next((v for k, v in TRL_NOT_HERE.items() if k.endswith("*") and key.startswith(k[:-1])), None)
+    why = trl_instead(key)
     return f"{shown or f'`{key}`'} is not a GRPOConfig field{f' (a TRL one: {why})' if why else ''}.{closest(key, FIELD_NAMES)}"
 
 # %% ../nbs/api/06_config.ipynb #e4591edc
@@ -496,6 +500,50 @@ def load_config(path: str | None = None, overrides: dict | None = None, base: di
         d.update(loaded)
     d.update(overrides or {})
     return config_from_dict(d, source=str(path or "command line"))
+
+# %% ../nbs/api/06_config.ipynb #3e666674
+_TRL_OPTIM = {"adamw_torch": "adamw_torch", "adamw_torch_fused": "adamw_torch", "adamw_8bit": "adamw_8bit",
+              "adamw_bnb_8bit": "adamw_8bit"}                     # the same update, TRL's (transformers') spelling
+_TRL_DERIVED = {"generation_batch_size", "eval_steps", "num_completions_to_print"}   # TRL fills or leaves None; ours decide
+
+def from_trl(trl_args) -> GRPOConfig:
+    "grpo_edu's GRPOConfig from TRL's: shared fields copied as TRL resolved them; a TRL-only setting is refused or named."
+    import warnings
+    try: base = type(trl_args)(output_dir=trl_args.output_dir, use_cpu=trl_args.use_cpu, bf16=trl_args.bf16, fp16=trl_args.fp16)
+    except Exception: base = None                                  # what TRL derives by itself on this machine, to compare with
+    def unset(f):
+        if base is not None: return getattr(base, f.name, None)
+        return f.default if f.default is not dataclasses.MISSING else (
+            f.default_factory() if f.default_factory is not dataclasses.MISSING else None)
+    d, unread = {}, []
+    for f in dataclasses.fields(trl_args):
+        v = getattr(trl_args, f.name, None)
+        v = getattr(v, "value", v)                                 # transformers' enums (optim, lr_scheduler_type) -> str
+        if f.name in FIELD_NAMES:
+            if f.name in _TRL_DERIVED and (v is None or f.name == "generation_batch_size"): continue
+            d[f.name] = v
+        elif f.name == "activation_checkpointing": continue        # transformers 5's gradient_checkpointing, read below
+        elif f.init and v != getattr(unset(f), "value", unset(f)):  # set by the user (or their script), not by TRL
+            if trl_instead(f.name): d[f.name] = v                  # TRL's, with what grpo_edu does instead: refused below
+            else: unread.append(f"{f.name}={v!r}")
+    notes = [f"grpo_edu does not read {', '.join(unread)} (TRL's Trainer settings, not GRPO's)"] if unread else []
+    if d.get("save_strategy") == "no":                             # TRL saves nothing; grpo_edu always saves the end
+        del d["save_strategy"]; d["save_steps"] = 0; notes.append("save_strategy='no' is save_steps=0 here (one checkpoint, at the end)")
+    d["optim"] = _TRL_OPTIM.get(d.get("optim"), d.get("optim"))
+    if isinstance(d.get("report_to"), (list, tuple)): d["report_to"] = ",".join(d["report_to"]) or "none"
+    if getattr(trl_args, "activation_checkpointing", None): d["gradient_checkpointing"] = True   # transformers 5's name
+    if notes: warnings.warn(f"trl.GRPOConfig: {'; '.join(notes)}.")
+    return config_from_dict(d, f"args (a {type(trl_args).__module__}.{type(trl_args).__name__})")
+
+def as_config(args) -> GRPOConfig:
+    "GRPOTrainer's `args` as a GRPOConfig: ours, a dict of its fields, TRL's GRPOConfig (read by `from_trl`), or None (defaults)."
+    if args is None: return GRPOConfig()
+    if isinstance(args, GRPOConfig): return args
+    if isinstance(args, dict): return config_from_dict(args, "args")
+    if type(args).__module__.split(".")[0] == "trl" and hasattr(args, "num_generations"): return from_trl(args)
+    raise GRPOEduError(f"args is a {type(args).__module__}.{type(args).__name__}: give grpo_edu's GRPOConfig "
+                       f"(from grpo_edu.config import GRPOConfig), a dict of its fields, or TRL's trl.GRPOConfig (its fields "
+                       f"are read as TRL means them).")
 
 # %% ../nbs/api/06_config.ipynb #8d2400c2
 TOY_RECIPE = dict(model_name_or_path="toy", dataset="toy", num_generations=8, per_device_train_batch_size=128,

@@ -33,7 +33,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerState, get_
 from transformers.utils import logging as hf_logging
 from .advantages import decoupled_advantages, group_advantages, group_reward_std, nanstd
 from .checkpoint import check_model_folder, checkpoint_tmp, checkpoints, load_trainer_state, resolve_checkpoint, rng_state, save_checkpoint, set_rng_state
-from .config import MODEL_EXAMPLE, GRPOConfig
+from .config import MODEL_EXAMPLE, GRPOConfig, as_config
 from .data import is_prompt, load_task
 from .errors import GRPOEduError, check_local_path, model_load_error
 from .logprobs import per_token_logps
@@ -212,12 +212,12 @@ class GRPOTrainer:
     def __init__(self,
                  model,                       # a Hub id / local path, or a loaded causal LM
                  reward_funcs,                # a callable, a name in grpo_edu.rewards, a reward-model id, or a list
-                 args: GRPOConfig | None = None,
+                 args: GRPOConfig | None = None,  # or a dict of its fields, or TRL's GRPOConfig (see config.from_trl)
                  train_dataset=None,          # a datasets.Dataset with a `prompt` column (or a list of such rows)
                  eval_dataset=None,           # optional, with `prompt` and `answer`: greedy accuracy before/after
                  processing_class=None,       # the tokenizer (needed when `model` is already loaded)
                  reward_processing_classes=None):  # tokenizers of reward models, one per reward function (None: their own)
-        self.args = args = args if args is not None else GRPOConfig()
+        self.args = args = as_config(args)                                 # ours, a dict, TRL's GRPOConfig, or None
         self.accelerator = acc = Accelerator(mixed_precision="bf16" if self._use_bf16() else "no")
         funcs = list(reward_funcs) if isinstance(reward_funcs, (list, tuple)) else [reward_funcs]
         if not funcs: raise GRPOEduError("reward_funcs is empty: GRPO needs at least one reward function (yours, with TRL's "

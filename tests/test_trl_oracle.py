@@ -197,6 +197,32 @@ def test_trl_reward_functions_run_unchanged(tmp_path):
         assert ours[k] == pytest.approx(theirs[k], rel=1e-5, abs=1e-6), (k, ours[k], theirs[k])
 
 
+def test_trls_config_object_drives_our_trainer(tmp_path):
+    "Code written for TRL passes trl.GRPOConfig as args: the same object scores a batch as in TRL's trainer, and trains."
+    import json
+    from grpo_edu.trainer import GRPOTrainer
+    def graded(completions, **kw): return [float(i % 5) for i in range(len(completions))]
+    t = make_trl(tmp_path, reward_funcs=[graded], per_device_train_batch_size=16, beta=0.04, loss_type="dapo",
+                 scale_rewards="batch", learning_rate=1e-3, max_steps=2)
+    rows = [{"prompt": f"{i}+{i}=", "answer": "0"} for i in range(4) for _ in range(4)]
+    torch.manual_seed(0)
+    t._generate_and_score_completions(rows)
+    theirs = {k: v[-1] for k, v in (t._metrics["train"] or t._metrics["eval"]).items()}
+    tok = toy_tokenizer()
+    with pytest.warns(UserWarning, match="save_strategy='no' is save_steps=0"):    # make_trl's TRL setting, said once
+        ours_tr = GRPOTrainer(toy_model(tok, hidden_size=32, num_layers=2, seed=0), [graded], t.args,
+                              Dataset.from_list([{"prompt": f"{i}+{i}=", "answer": "0"} for i in range(16)]), None, tok)
+    a = ours_tr.args
+    assert (a.beta, a.loss_type, a.scale_rewards, a.learning_rate, a.max_steps, a.num_generations, a.max_completion_length,
+            a.per_device_train_batch_size, a.logging_steps, a.output_dir) == (0.04, "dapo", "batch", 1e-3, 2, 4, 6, 16, 1, str(tmp_path))
+    _, ours, _ = ours_tr._generate_and_score(ours_tr._prompt_rows(0))
+    for k in ("reward", "reward_std", "rewards/graded/mean", "rewards/graded/std"):
+        assert ours[k] == pytest.approx(theirs[k], rel=1e-5, abs=1e-6), (k, ours[k], theirs[k])
+    ours_tr.train()
+    logged = [json.loads(l) for l in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in logged] == [1, 2] and all(r["kl"] >= 0 for r in logged)     # beta > 0: π_ref and its KL
+
+
 @pytest.mark.parametrize("chat", [False, True])
 def test_reward_model_scores_equal_trl(tmp_path, chat):
     "A sequence-classification reward model scores what TRL's GRPOTrainer feeds it: the same text, tokens and logits."
