@@ -15,7 +15,7 @@ overrides) and runs GRPOTrainer; `eval` measures greedy pass@1 (and pass@k) with
 Why errors are caught here and nowhere else: the library raises GRPOEduError with a full explanation; only the
 command line decides that a user should see that paragraph instead of a traceback.
 """
-import argparse, dataclasses, math, os, sys, tempfile, textwrap
+import argparse, dataclasses, math, os, sys, tempfile, textwrap, warnings
 from pathlib import Path
 from .config import FIELD_NAMES, MODEL_EXAMPLE, TOY_RECIPE, GRPOConfig, field_docs, load_config, not_a_field
 from .checkpoint import check_model_folder
@@ -211,9 +211,16 @@ def cmd_bench(argv: list[str]) -> int:
 # %% ../nbs/api/10_cli.ipynb #86973689
 COMMANDS = {"train": cmd_train, "eval": cmd_eval, "memory": cmd_memory, "bench": cmd_bench}
 
+def _show_warning(message, category, filename, lineno, file=None, line=None, _default=warnings.showwarning):
+    "grpo_edu's own warnings as one line for the terminal (`grpo-edu: warning: ...`); others as Python shows them."
+    if issubclass(category, UserWarning) and f"{os.sep}grpo_edu{os.sep}" in filename:
+        print(f"grpo-edu: warning: {message}", file=file or sys.stderr)
+    else: _default(message, category, filename, lineno, file, line)
+
 def main(argv: list[str] | None = None) -> int:
     "Entry point of `grpo-edu` (also `python -m grpo_edu.cli`)."
     argv = sys.argv[1:] if argv is None else argv
+    warnings.showwarning = _show_warning
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
         msg = "usage: grpo-edu {" + ",".join(COMMANDS) + "} [options]   (grpo-edu COMMAND --help for each)"
         if argv and argv[0] not in ("-h", "--help"): print(f"grpo-edu: unknown command {argv[0]!r}.{closest(argv[0], COMMANDS)}\n{msg}", file=sys.stderr); return 2

@@ -222,6 +222,7 @@ RANGES = {   # field: (the test a value must pass, what the message asks for); t
     "adam_beta1": (lambda v: 0 <= v < 1, "in [0, 1) (0.9 is typical)"),
     "adam_beta2": (lambda v: 0 <= v < 1, "in [0, 1) (0.999 is typical)"),
     "num_completions_to_print": (lambda v: v >= 0, "≥ 0"),
+    "seed": (lambda v: 0 <= v < 2**32, "in [0, 2**32) (numpy's range; 42 is TRL's default)"),
     "ref_model_mixup_alpha": (lambda v: 0 <= v <= 1, "in [0, 1] (TR-DPO's and TRL's default is 0.6; 1 copies π_θ into π_ref)"),
     "ref_model_sync_steps": (lambda v: v >= 1, "≥ 1 (TRL's default is 512)"),
     "vespo_k_pos": (lambda v: v >= 0, "≥ 0 (VESPO's default is 2.0)"), "vespo_k_neg": (lambda v: v >= 0, "≥ 0 (VESPO's default is 3.0)"),

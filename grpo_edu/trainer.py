@@ -6,7 +6,7 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/trainer.html.md"""
 
 # %% auto #0
 __all__ = ['load_policy', 'call_reward_funcs', 'reward_columns_missing', 'check_reward_columns', 'make_optimizer',
-           'disable_dropout', 'sync_ref_model', 'fill_deepspeed_config', 'GRPOTrainer', 'micro_batches',
+           'disable_dropout', 'sync_ref_model', 'fill_deepspeed_config', 'long_prompts', 'GRPOTrainer', 'micro_batches',
            'answer_rewards', 'evaluate', 'save', 'split_generation', 'train', 'trainer_from_config']
 
 # %% ../nbs/api/09_trainer.ipynb #1d6feea1
@@ -206,6 +206,21 @@ def fill_deepspeed_config(
     if zero.get("stage") == 3: zero["stage3_gather_16bit_weights_on_model_save"] = True   # checkpoints hold full weights
     return ds
 
+# %% ../nbs/api/09_trainer.ipynb #ea45a789
+def long_prompts(
+    tokenizer,
+    rows,                                # a dataset (or list) of rows with `prompt`
+    max_prompt_length: int | None,       # the cap the rollout applies (None: no cap)
+    chat_template_kwargs: dict | None = None,
+    sample: int = 512,                   # rows looked at: the first ones (tokenising a whole big set would take minutes)
+) -> tuple[int, int, int]:               # (rows looked at, how many are over the cap, the longest in tokens)
+    "How many prompts the rollout would cut: longer than `max_prompt_length` tokens once templated."
+    rows = [rows[i] for i in range(min(sample, len(rows)))]
+    if not rows: return 0, 0, 0
+    lengths = encode_prompts(tokenizer, [r["prompt"] for r in rows], None, chat_template_kwargs)[1].sum(1)   # (n,)
+    over = 0 if max_prompt_length is None else int((lengths > max_prompt_length).sum())
+    return len(rows), over, int(lengths.max())
+
 # %% ../nbs/api/09_trainer.ipynb #14b8a650
 class GRPOTrainer:
     "GRPO on a causal LM with TRL-signature reward functions; device, precision and processes through accelerate."
@@ -255,6 +270,13 @@ class GRPOTrainer:
             raise GRPOEduError("processing_class is required when `model` is an already loaded model: pass its tokenizer.")
         self.tokenizer = processing_class
         if self.tokenizer.pad_token is None: self.tokenizer.pad_token = self.tokenizer.eos_token
+        for name, ds in (("train_dataset", self.train_dataset), ("eval_dataset", self.eval_dataset)):
+            n, over, longest = long_prompts(self.tokenizer, ds or [], args.max_prompt_length, args.chat_template_kwargs)
+            if over and acc.is_main_process:               # before hours of training on prompts without their start
+                warnings.warn(f"{over} of the first {n} prompts of {name} are longer than max_prompt_length="
+                              f"{args.max_prompt_length} tokens (the longest: {longest}): the rollout keeps their last "
+                              f"{args.max_prompt_length} tokens, cutting their start (the system prompt, the question's "
+                              f"beginning). Raise max_prompt_length (`grpo-edu memory` shows the cost) or set it to null.")
         if args.disable_dropout: disable_dropout(model)    # (π_ref runs in eval mode: no dropout there anyway)
         if args.gradient_checkpointing:                    # transformers 5.2x renamed it; the old name warns on every run
             (getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable)()

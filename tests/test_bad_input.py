@@ -38,6 +38,7 @@ def _write(path, text):
     (["--save_steps", "-1"], "save_steps=-1 must be ≥ 0"),                  # was a checkpoint at every step
     (["--adam_beta1", "1.5"], "adam_beta1=1.5 must be in [0, 1)"),          # was torch's traceback after the model loaded
     (["--top_k", "-3"], "top_k=-3 must be ≥ 0"),                            # was transformers' traceback mid-rollout
+    (["--seed", "-1"], "seed=-1 must be in [0, 2**32)"),                      # was numpy's traceback after the warm start
     (["--model_init_kwargs", '{"device_map": "auto"}'], "model_init_kwargs.device_map='auto' is not passed: accelerate"),
     (["--model_init_kwargs", '{"attn_implementation": "eager"}'], "model_name_or_path=toy is built in code, not loaded"),
 ])
@@ -111,6 +112,13 @@ def test_paths_of_the_wrong_kind(tmp_path):
     assert r.returncode == 2 and "cannot write a file in /proc" in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]
     r = run_cli("train", *FAST, "--output_dir", "/proc/grpo-edu-nope", timeout=120)    # a folder nobody can make there
     assert r.returncode == 2 and "output_dir='/proc/grpo-edu-nope' cannot be" in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]
+
+
+def test_prompts_the_rollout_would_cut_are_named(tmp_path):
+    "Prompts longer than max_prompt_length lose their start: one warning line before training, no traceback, exit 0."
+    r = run_cli("train", *FAST, "--max_prompt_length", "3", "--output_dir", tmp_path, timeout=300)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert "grpo-edu: warning: 512 of the first 512 prompts of train_dataset are longer than max_prompt_length=3" in r.stderr
 
 
 def test_new_run_over_an_old_one_is_refused(tmp_path):
