@@ -77,6 +77,7 @@ def test_model_offline_error(tmp_path):
 
 def test_gsm8k_offline_error(tmp_path):
     "GSM8K from the Hub with no network and no cache: one paragraph that names the local alternative (datasets' own error)."
+    (tmp_path / "config.json").write_text("{}")                      # a model folder (it is not loaded before the data)
     r = run_cli("eval", "--model", tmp_path, "--dataset", "gsm8k", env={"HF_HUB_OFFLINE": "1"}, timeout=180)
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-2000:]
     assert "could not load the dataset openai/gsm8k" in r.stderr and "--dataset_path DIR" in r.stderr
@@ -95,6 +96,7 @@ def test_gsm8k_offline_error(tmp_path):
 ])
 def test_command_argument_errors(command, expected, tmp_path):
     for d in ("gsm8k", "qwen2.5-tokenizer"): (tmp_path / d).mkdir()      # what bench's --data_dir must hold
+    (tmp_path / "config.json").write_text("{}")                          # and a model folder, for eval's --model
     r = run_cli(*[a.format(data=tmp_path) for a in command], timeout=120)
     assert r.returncode == 2 and expected in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]
 
