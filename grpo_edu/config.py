@@ -533,6 +533,7 @@ def from_trl(trl_args) -> GRPOConfig:
     d["optim"] = _TRL_OPTIM.get(d.get("optim"), d.get("optim"))
     if isinstance(d.get("report_to"), (list, tuple)): d["report_to"] = ",".join(d["report_to"]) or "none"
     if getattr(trl_args, "activation_checkpointing", None): d["gradient_checkpointing"] = True   # transformers 5's name
+    if not hasattr(trl_args, "max_prompt_length"): d["max_prompt_length"] = None   # TRL 1.x has none: prompts are never cut
     if notes: warnings.warn(f"trl.GRPOConfig: {'; '.join(notes)}.")
     return config_from_dict(d, f"args (a {type(trl_args).__module__}.{type(trl_args).__name__})")
 
