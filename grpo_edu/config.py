@@ -14,7 +14,7 @@ __all__ = ['RANGES', 'MODEL_EXAMPLE', 'FIELD_NAMES', 'TRL_NOT_HERE', 'TOY_RECIPE
 Why one dataclass: the CLI (`--field value`), YAML recipes and Python users all build this object, and `validate()`
 checks it before any model is loaded, so a mistake costs a second, not ten minutes of loading.
 """
-import dataclasses, importlib.util, inspect, io, json, math, os, tokenize, typing
+import dataclasses, importlib.util, inspect, io, json, math, os, tokenize, typing, warnings
 from dataclasses import dataclass, field, fields, asdict
 from pathlib import Path
 import yaml
@@ -505,11 +505,11 @@ def load_config(path: str | None = None, overrides: dict | None = None, base: di
 # %% ../nbs/api/06_config.ipynb #3e666674
 _TRL_OPTIM = {"adamw_torch": "adamw_torch", "adamw_torch_fused": "adamw_torch", "adamw_8bit": "adamw_8bit",
               "adamw_bnb_8bit": "adamw_8bit"}                     # the same update, TRL's (transformers') spelling
-_TRL_DERIVED = {"generation_batch_size", "eval_steps", "num_completions_to_print"}   # TRL fills or leaves None; ours decide
+_TRL_UNSET = {"eval_steps", "num_completions_to_print"}   # None in TRL: our defaults (generation_batch_size: TRL derives it
+                                                           # from steps_per_generation, which is copied)
 
 def from_trl(trl_args) -> GRPOConfig:
     "grpo_edu's GRPOConfig from TRL's: shared fields copied as TRL resolved them; a TRL-only setting is refused or named."
-    import warnings
     try: base = type(trl_args)(output_dir=trl_args.output_dir, use_cpu=trl_args.use_cpu, bf16=trl_args.bf16, fp16=trl_args.fp16)
     except Exception: base = None                                  # what TRL derives by itself on this machine, to compare with
     def unset(f):
@@ -521,7 +521,7 @@ def from_trl(trl_args) -> GRPOConfig:
         v = getattr(trl_args, f.name, None)
         v = getattr(v, "value", v)                                 # transformers' enums (optim, lr_scheduler_type) -> str
         if f.name in FIELD_NAMES:
-            if f.name in _TRL_DERIVED and (v is None or f.name == "generation_batch_size"): continue
+            if f.name == "generation_batch_size" or (v is None and f.name in _TRL_UNSET): continue
             d[f.name] = v
         elif f.name == "activation_checkpointing": continue        # transformers 5's gradient_checkpointing, read below
         elif f.init and v != getattr(unset(f), "value", unset(f)):  # set by the user (or their script), not by TRL

@@ -13,9 +13,10 @@ __all__ = ['SHAPES', 'GiB', 'model_shape', 'param_count', 'estimate_memory', 'fo
 
 Why an estimate from shapes is good enough to plan: the big terms are exact counts (parameters × bytes); activations
 and logits scale as batch × tokens × width, and the constants below follow what grpo_edu's trainer keeps alive
-(chunked log-probs, whole-batch generation). Attention is memory-efficient by default (SDPA): nothing of size B·H·T² is
-kept; with eager attention it is, and the planner counts it (checked on a CPU against the profiler's byte count). It is an estimate of `torch.cuda.max_memory_allocated`, not of
-`nvidia-smi` (which adds the CUDA context, ~0.5 GiB, and allocator slack).
+(chunked log-probs, whole-batch generation). Attention is memory-efficient by default (SDPA): nothing of size B·H·T²
+is kept; with eager attention it is, and the planner counts it (checked on a CPU against the profiler's byte count).
+It is an estimate of `torch.cuda.max_memory_allocated`, not of `nvidia-smi` (which adds the CUDA context, ~0.5 GiB,
+and allocator slack).
 """
 import json, math
 from pathlib import Path

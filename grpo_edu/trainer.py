@@ -270,9 +270,9 @@ class GRPOTrainer:
             raise GRPOEduError("processing_class is required when `model` is an already loaded model: pass its tokenizer.")
         self.tokenizer = processing_class
         if self.tokenizer.pad_token is None: self.tokenizer.pad_token = self.tokenizer.eos_token
-        for name, ds in (("train_dataset", self.train_dataset), ("eval_dataset", self.eval_dataset)):
+        for name, ds in (("train_dataset", self.train_dataset), ("eval_dataset", self.eval_dataset)) if acc.is_main_process else ():
             n, over, longest = long_prompts(self.tokenizer, ds or [], args.max_prompt_length, args.chat_template_kwargs)
-            if over and acc.is_main_process:               # before hours of training on prompts without their start
+            if over:                                       # before hours of training on prompts without their start
                 warnings.warn(f"{over} of the first {n} prompts of {name} are longer than max_prompt_length="
                               f"{args.max_prompt_length} tokens (the longest: {longest}): the rollout keeps their last "
                               f"{args.max_prompt_length} tokens, cutting their start (the system prompt, the question's "
