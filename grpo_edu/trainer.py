@@ -39,7 +39,7 @@ from .errors import GRPOEduError, check_local_path, model_load_error
 from .logprobs import per_token_logps
 from .loss import grpo_loss, grpo_loss_metrics, high_entropy_mask
 from .monitor import HEALTH_ADVICE, HealthMonitor, MetricsWriter, plot_metrics, trim_jsonl, write_json
-from .rewards import ModelReward, accuracy_reward, get_reward_func
+from .rewards import REWARD_FUNCS, ModelReward, accuracy_reward, get_reward_func
 from .rollout import encode_prompts, generate_completions, is_conversational
 
 # %% ../nbs/api/09_trainer.ipynb #2ebb9097
@@ -238,6 +238,8 @@ class GRPOTrainer:
         if not funcs: raise GRPOEduError("reward_funcs is empty: GRPO needs at least one reward function (yours, with TRL's "
                                          "signature, or a built-in such as accuracy_reward).")
         args.validate(acc.num_processes, num_reward_funcs=len(funcs))    # the weights count the functions passed here
+        for f in funcs:                                                     # reward models named here, not in args
+            if isinstance(f, str) and f not in REWARD_FUNCS: check_model_folder(f, "reward_funcs")
         if args.sync_ref_model and self._sharded_weights():
             raise GRPOEduError("sync_ref_model=true with sharded weights (FSDP or DeepSpeed ZeRO-3): the policy is sliced across "
                                "processes there, and grpo_edu mixes whole tensors into π_ref. Use DDP or ZeRO-2 (each GPU "
