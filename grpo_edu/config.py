@@ -255,7 +255,7 @@ MODEL_EXAMPLE = ("a folder that holds a saved model (config.json, weights, token
 
 @typing.no_type_check
 def validate(self: GRPOConfig, num_processes: int = 1,
-             num_reward_funcs: int | None = None,   # reward functions passed to GRPOTrainer directly (None: reward_funcs')
+             reward_funcs: list | None = None,      # the reward functions passed to GRPOTrainer (None: the config's reward_funcs)
              offline: bool = False,                 # True: the values alone (grpo-edu memory); no file, package or folder is looked at
             ) -> GRPOConfig:
     "Check every field; raise GRPOEduError naming the field and the fix. Returns the config."
@@ -335,8 +335,9 @@ def validate(self: GRPOConfig, num_processes: int = 1,
     if c.model_name_or_path != "toy" and not offline:
         check_local_path(c.model_name_or_path, "model_name_or_path", MODEL_EXAMPLE)
         check_model_folder(c.model_name_or_path, "model_name_or_path")
-    if not c.reward_funcs: _err("reward_funcs is empty: GRPO needs at least one reward function, e.g. [accuracy].")
-    for f in () if offline else c.reward_funcs:   # a name that is no built-in, folder or org/name Hub id is a typo
+    funcs = c.reward_funcs if reward_funcs is None else list(reward_funcs)   # callables pass; names are checked
+    if not funcs: _err("reward_funcs is empty: GRPO needs at least one reward function, e.g. [accuracy].")
+    for f in () if offline else funcs:   # a name that is no built-in, folder or org/name Hub id is a typo
         if not isinstance(f, str) or f in REWARD_FUNCS: continue
         if is_import_path(f): import_reward_func(f); continue   # your function: importable?
         check_local_path(f, "reward_funcs", "a reward model's folder, or a Hub id such as OpenAssistant/reward-model-deberta-v3-base")
@@ -345,9 +346,8 @@ def validate(self: GRPOConfig, num_processes: int = 1,
             _err(f"reward_funcs: {f!r} is neither a built-in reward ({', '.join(REWARD_FUNCS)}), nor your function's import "
                  f"path (my_rewards.exact for exact() in ./my_rewards.py), nor a reward model (a local folder, or a Hub id "
                  f"such as OpenAssistant/reward-model-deberta-v3-base).{closest(f, tuple(REWARD_FUNCS))}")
-    n_funcs = len(c.reward_funcs) if num_reward_funcs is None else num_reward_funcs
-    if c.reward_weights is not None and len(c.reward_weights) != n_funcs:
-        _err(f"reward_weights has {len(c.reward_weights)} values but there are {n_funcs} reward functions: give one weight per function.")
+    if c.reward_weights is not None and len(c.reward_weights) != len(funcs):
+        _err(f"reward_weights has {len(c.reward_weights)} values but there are {len(funcs)} reward functions: give one weight per function.")
     if c.lr_scheduler_type not in ("linear", "cosine", "constant", "constant_with_warmup"):
         _err(f"lr_scheduler_type={c.lr_scheduler_type!r}: use linear, cosine, constant or constant_with_warmup.")
     if not 0 <= c.warmup_ratio < 1: _err(f"warmup_ratio={c.warmup_ratio} must be in [0, 1).")

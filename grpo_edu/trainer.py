@@ -237,9 +237,7 @@ class GRPOTrainer:
         funcs = list(reward_funcs) if isinstance(reward_funcs, (list, tuple)) else [reward_funcs]
         if not funcs: raise GRPOEduError("reward_funcs is empty: GRPO needs at least one reward function (yours, with TRL's "
                                          "signature, or a built-in such as accuracy_reward).")
-        args.validate(acc.num_processes, num_reward_funcs=len(funcs))    # the weights count the functions passed here
-        for f in funcs:                                                     # reward models named here, not in args
-            if isinstance(f, str) and f not in REWARD_FUNCS: check_model_folder(f, "reward_funcs")
+        args.validate(acc.num_processes, reward_funcs=funcs)               # the names passed here, as a recipe's are
         if args.sync_ref_model and self._sharded_weights():
             raise GRPOEduError("sync_ref_model=true with sharded weights (FSDP or DeepSpeed ZeRO-3): the policy is sliced across "
                                "processes there, and grpo_edu mixes whole tensors into π_ref. Use DDP or ZeRO-2 (each GPU "
