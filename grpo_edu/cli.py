@@ -6,7 +6,7 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/cli.html.md"""
 
 # %% auto #0
 __all__ = ['COMMANDS', 'parse_overrides', 'wilson_interval', 'pass_at_k', 'positive', 'cmd_train', 'train_help', 'cmd_eval',
-           'cmd_memory', 'cmd_bench', 'main']
+           'cmd_memory', 'cmd_bench', 'cmd_plot', 'main']
 
 # %% ../nbs/api/10_cli.ipynb #6fb02c59
 """The `grpo-edu` command. `train` builds a GRPOConfig (embedded toy recipe, or --config YAML, then --field value
@@ -208,8 +208,19 @@ def cmd_bench(argv: list[str]) -> int:
               ours_overrides=ours, compiled=not a.no_compiled)
     return 0
 
+# %% ../nbs/api/10_cli.ipynb #9bc1f238
+def cmd_plot(argv: list[str]) -> int:
+    "grpo-edu plot RUN_DIR"
+    p = argparse.ArgumentParser(prog="grpo-edu plot", description="Redraw a run's PNG plots from RUN_DIR/metrics.jsonl: while it "
+                                "trains (they are also redrawn at every checkpoint), after Ctrl-C, or after a crash.")
+    p.add_argument("run_dir", help="the run's folder (its --output_dir), e.g. runs/toy")
+    a = p.parse_args(argv)
+    from grpo_edu.monitor import plot_run
+    print(f"[grpo-edu] plots:   {', '.join(map(str, plot_run(a.run_dir)))}")
+    return 0
+
 # %% ../nbs/api/10_cli.ipynb #86973689
-COMMANDS = {"train": cmd_train, "eval": cmd_eval, "memory": cmd_memory, "bench": cmd_bench}
+COMMANDS = {"train": cmd_train, "eval": cmd_eval, "memory": cmd_memory, "bench": cmd_bench, "plot": cmd_plot}
 
 def _show_warning(message, category, filename, lineno, file=None, line=None, _default=warnings.showwarning):
     "grpo_edu's own warnings as one line for the terminal (`grpo-edu: warning: ...`); others as Python shows them."

@@ -38,7 +38,7 @@ from .data import is_prompt, load_task
 from .errors import GRPOEduError, check_local_path, model_load_error
 from .logprobs import per_token_logps
 from .loss import grpo_loss, grpo_loss_metrics, high_entropy_mask
-from .monitor import HEALTH_ADVICE, HealthMonitor, MetricsWriter, plot_metrics, trim_jsonl, write_json
+from .monitor import HEALTH_ADVICE, HealthMonitor, MetricsWriter, plot_metrics, read_jsonl, trim_jsonl, write_json
 from .rewards import REWARD_FUNCS, ModelReward, accuracy_reward, get_reward_func
 from .rollout import encode_prompts, generate_completions, is_conversational
 
@@ -704,6 +704,16 @@ def split_generation(
              "num_items": batch["num_items"] / n_steps}           # TRL: the generation's tokens × GA / steps_per_generation
             for rows in order.chunk(n_steps)]
 
+# %% ../nbs/api/09_trainer.ipynb #69b6b64e
+def _plot(self: GRPOTrainer,
+          eval_after: dict | None = None,   # the final evaluation, drawn beside eval_before on the accuracy plot
+         ) -> list[Path]:
+    "Draw the PNGs from metrics.jsonl as it stands (main process): at each checkpoint, when stopped, and at the end."
+    out = Path(self.args.output_dir)
+    return plot_metrics(read_jsonl(out / "metrics.jsonl"), out / "plots",
+                        {"before": (self.eval_before or {}).get("accuracy"), "after": (eval_after or {}).get("accuracy")})
+GRPOTrainer._plot = _plot
+
 # %% ../nbs/api/09_trainer.ipynb #4f730b28
 def train(self: GRPOTrainer) -> dict:
     "Run GRPO to max_steps; write metrics.jsonl, checkpoints, plots and summary.json; return the summary."
@@ -755,23 +765,26 @@ def train(self: GRPOTrainer) -> dict:
             bar.update(1)
             bar.set_postfix(reward=f"{row['reward']:.3f}", step_s=f"{row['step_time']:.2f}",
                             **({"health": ",".join(self.health.fired)} if self.health.fired else {}))
-            if a.save_steps and self.step % a.save_steps == 0 and self.step < self.max_steps and not stop: self.save()
+            if a.save_steps and self.step % a.save_steps == 0 and self.step < self.max_steps and not stop:
+                self.save()
+                if main: self._plot()                                  # the curves so far, for a run of hours
     finally:
         bar.close()
         if writer is not None: writer.close()                      # TensorBoard's events on disk now
         for s, h in old_handlers.items(): signal.signal(s, h)
     ckpt = self.save()
     if stop:
-        if main: print(f"[grpo-edu] interrupted ({signal.Signals(stop).name}): saved {ckpt}. Continue with --resume_from_checkpoint {ckpt}")
+        plots = [str(p) for p in self._plot()] if main else []
+        if main: print(f"[grpo-edu] interrupted ({signal.Signals(stop).name}): saved {ckpt}, plots in {out / 'plots'}. "
+                       f"Continue with --resume_from_checkpoint {ckpt}")
         return {"interrupted": True, "signal": signal.Signals(stop).name, "exit_status": 128 + stop, "checkpoint": str(ckpt),
-                "steps": self.step}
+                "steps": self.step, "plots": plots}
     summary = {"steps": self.step, "wall_s": round(time.time() - t_start, 1), "checkpoint": str(ckpt)}
     if self.eval_dataset is not None:
         summary["eval_before"], summary["eval_after"] = self.eval_before, self.evaluate()
     summary["health"] = self.health.summary()
     if main:
-        ev = {k: (summary.get(f"eval_{k}") or {}).get("accuracy") for k in ("before", "after")}
-        summary["plots"] = [str(p) for p in plot_metrics(writer.rows(), out / "plots", ev)]
+        summary["plots"] = [str(p) for p in self._plot(summary.get("eval_after"))]
         write_json(out / "summary.json", summary)
     return summary
 GRPOTrainer.train = train

@@ -106,6 +106,7 @@ def test_sigterm_saves_like_ctrl_c(tmp_path):
     out, err = p.communicate(timeout=300)
     assert p.returncode == 143, err[-2000:]
     assert "interrupted (SIGTERM): saved" in out and "Traceback" not in err
+    assert f"plots in {run / 'plots'}" in out and (run / "plots" / "reward.png").exists()   # the curves up to the stop
     assert load_trainer_state(latest_checkpoint(run))["step"] == rows(run)[-1]["step"]     # saved after the step it logged
 
 
