@@ -142,7 +142,9 @@ def cmd_eval(argv: list[str]) -> int:
     if a.max_samples: ds = ds.select(range(min(a.max_samples, len(ds))))
     model, tok = load_policy(a.model, "auto")
     dev = "cuda" if torch.cuda.is_available() else "cpu"; model.to(dev)
+    from tqdm.auto import tqdm
     n_ok, per_k = 0, []
+    bar = tqdm(total=len(ds), desc="eval", unit="problem", dynamic_ncols=True, mininterval=1.0)   # with the live pass@1
     for i in range(0, len(ds), a.batch_size):
         rows = ds.select(range(i, min(i + a.batch_size, len(ds))))
         prompts, answers = list(rows["prompt"]), list(rows["answer"])
@@ -153,6 +155,8 @@ def cmd_eval(argv: list[str]) -> int:
             ok = answer_rewards(model, tok, prompts, answers, a.max_new_tokens, samples=k, temperature=a.temperature,
                                 engine=a.rollout_engine, chat_template_kwargs=a.chat_template_kwargs)
             per_k += [pass_at_k(k, int(sum(ok[j * k:(j + 1) * k])), k) for j in range(len(rows))]
+        bar.update(len(rows)); bar.set_postfix_str(f"pass@1 {n_ok / bar.n:.1%}", refresh=False)
+    bar.close()
     n = len(ds); lo, hi = wilson_interval(int(n_ok), n)
     res = {"model": a.model, "dataset": a.dataset, "n": n, "pass@1": n_ok / n, "ci95": [lo, hi]}
     if per_k: res[f"pass@{a.pass_k}"] = sum(per_k) / len(per_k)

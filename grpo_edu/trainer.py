@@ -589,7 +589,9 @@ def evaluate(self: GRPOTrainer, dataset=None, max_samples: int | None = None, ba
     mine = list(range(acc.process_index, n, acc.num_processes))
     if self._sharded_weights():    # generate is collective there: every process runs as many batches (padding rows: None)
         mine += [None] * (-(-n // acc.num_processes) - len(mine))
-    correct, model = 0.0, acc.unwrap_model(self.model)
+    correct, seen, model = 0.0, 0, acc.unwrap_model(self.model)
+    bar = tqdm(total=n, desc="eval", unit="problem", disable=not acc.is_main_process, leave=False, dynamic_ncols=True,
+               mininterval=1.0)                          # this process's share, counted as the whole: the bar's pace
     for i in range(0, len(mine), batch_size):
         idx = mine[i:i + batch_size]
         rows = [ds[0 if k is None else k] for k in idx]
@@ -598,7 +600,9 @@ def evaluate(self: GRPOTrainer, dataset=None, max_samples: int | None = None, ba
                                max_new_tokens or self.args.max_completion_length, self.args.max_prompt_length,
                                engine=self.rollout_engine, synced_gpus=self._synced_generate(),
                                chat_template_kwargs=self.args.chat_template_kwargs)
-        correct += sum(x for x, k in zip(r, idx) if k is not None)
+        correct += sum(x for x, k in zip(r, idx) if k is not None); seen += sum(k is not None for k in idx)
+        bar.update(min(n - bar.n, len(idx) * acc.num_processes)); bar.set_postfix_str(f"accuracy {correct / max(seen, 1):.3f}", refresh=False)
+    bar.close()
     tot = acc.reduce(torch.tensor([correct, float(sum(k is not None for k in mine))], device=acc.device), "sum")
     return {"accuracy": (tot[0] / tot[1].clamp(min=1)).item(), "n": int(tot[1].item())}
 GRPOTrainer.evaluate = evaluate

@@ -1,5 +1,5 @@
 """Faults: exact resume, Ctrl-C, SIGKILL during a save, and CPU determinism."""
-import json, os, signal, subprocess, sys, textwrap, time
+import json, os, re, signal, subprocess, sys, textwrap, time
 from pathlib import Path
 import pytest
 from conftest import run_cli
@@ -172,11 +172,13 @@ def test_eval_command_on_a_checkpoint(uninterrupted, tmp_path):
     "grpo-edu eval: greedy pass@1 with a 95% interval, and sampled pass@k, on a saved checkpoint."
     out = tmp_path / "eval.json"
     r = run_cli("eval", "--model", uninterrupted / "checkpoint-6", "--dataset", "toy", "--max_samples", "40",
-                "--pass_k", "4", "--max_new_tokens", "6", "--output", out)
+                "--pass_k", "4", "--max_new_tokens", "6", "--batch_size", "16", "--output", out)
     assert r.returncode == 0, r.stderr[-2000:]
     res = json.loads(out.read_text())
     assert res["n"] == 40 and 0 <= res["ci95"][0] <= res["pass@1"] <= res["ci95"][1] <= 1
     assert 0 <= res["pass@4"] <= 1 and "pass@1 (greedy)" in r.stdout
+    bar = re.findall(r"eval: 100%.* 40/40 .*pass@1 ([\d.]+)%", r.stderr)          # the progress bar, with the live pass@1
+    assert bar and abs(float(bar[-1]) / 100 - res["pass@1"]) < 1e-3, r.stderr[-2000:]
 
 
 def test_nonfinite_gradient_skips_the_step(tmp_path):
