@@ -591,7 +591,7 @@ def evaluate(self: GRPOTrainer, dataset=None, max_samples: int | None = None, ba
         mine += [None] * (-(-n // acc.num_processes) - len(mine))
     correct, seen, model = 0.0, 0, acc.unwrap_model(self.model)
     bar = tqdm(total=n, desc="eval", unit="problem", disable=not acc.is_main_process, leave=False, dynamic_ncols=True,
-               mininterval=1.0)                          # this process's share, counted as the whole: the bar's pace
+               mininterval=1.0)                          # the main process's batches stand for every process's (in step)
     for i in range(0, len(mine), batch_size):
         idx = mine[i:i + batch_size]
         rows = [ds[0 if k is None else k] for k in idx]
