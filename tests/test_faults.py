@@ -87,6 +87,7 @@ def test_ctrl_c_saves_and_resume_matches(tmp_path):
     out, err = p.communicate(timeout=300)
     assert p.returncode == 130, err[-2000:]
     assert "interrupted (SIGINT): saved" in out and "Traceback" not in err
+    assert (run / "plots" / "reward.png").exists()                     # the curves up to the stop are drawn
     ck = latest_checkpoint(run); step = load_trainer_state(ck)["step"]
     assert 1 <= step < 6, step
     r = run_cli("train", *const, "--output_dir", run, "--resume_from_checkpoint", "latest")
