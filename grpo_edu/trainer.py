@@ -39,7 +39,7 @@ from .errors import GRPOEduError, check_local_path, model_load_error
 from .logprobs import per_token_logps
 from .loss import grpo_loss, grpo_loss_metrics, high_entropy_mask
 from .monitor import HEALTH_ADVICE, HealthMonitor, MetricsWriter, plot_metrics, read_jsonl, trim_jsonl, write_json
-from .rewards import REWARD_FUNCS, ModelReward, accuracy_reward, get_reward_func
+from .rewards import ModelReward, accuracy_reward, get_reward_func
 from .rollout import encode_prompts, generate_completions, is_conversational
 
 # %% ../nbs/api/09_trainer.ipynb #2ebb9097
