@@ -214,21 +214,24 @@ def cmd_bench(argv: list[str]) -> int:
 
 # %% ../nbs/api/10_cli.ipynb #9bc1f238
 def cmd_plot(argv: list[str]) -> int:
-    "grpo-edu plot RUN_DIR [RUN_DIR ...] [--out DIR] [--window N]"
+    "grpo-edu plot RUN_DIR [RUN_DIR ...] [--out DIR] [--window N] [--metrics A,B]"
     p = argparse.ArgumentParser(prog="grpo-edu plot", description="Redraw a run's PNG plots from RUN_DIR/metrics.jsonl: while it "
                                 "trains (they are also redrawn at every checkpoint), after Ctrl-C, or after a crash. Given several "
                                 "run folders, draw every run's curve on one plot per metric, to compare them (an ablation).")
     p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="a run's folder (its --output_dir), e.g. runs/toy; several to compare")
     p.add_argument("--out", help="where a comparison's PNGs go (default: compare/ beside the first run's folder)")
     p.add_argument("--window", type=int, default=1, help="a comparison's moving average, in logged steps (default: 1, as logged)")
+    p.add_argument("--metrics", default="", help="more logged metrics to draw, one plot each, comma-separated (e.g. "
+                   "entropy,frac_reward_zero_std); reward, accuracy, kl, length and grad_norm are always drawn")
     a = p.parse_args(argv)
+    metrics = [m.strip() for m in a.metrics.split(",") if m.strip()]
     from grpo_edu.monitor import plot_run, compare_runs
     if len(a.run_dirs) == 1:
         if a.out is not None or a.window != 1:
             raise GRPOEduError("--out and --window are for comparing several runs (grpo-edu plot RUN_A RUN_B ...); one run's plots "
                                "go to RUN_DIR/plots, drawn as logged.")
-        files = plot_run(a.run_dirs[0])
-    else: files = compare_runs(a.run_dirs, a.out or Path(a.run_dirs[0]).parent / "compare", a.window)
+        files = plot_run(a.run_dirs[0], metrics)
+    else: files = compare_runs(a.run_dirs, a.out or Path(a.run_dirs[0]).parent / "compare", a.window, metrics)
     print(f"[grpo-edu] plots:   {', '.join(map(str, files))}")
     return 0
 
