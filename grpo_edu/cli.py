@@ -224,14 +224,13 @@ def cmd_plot(argv: list[str]) -> int:
     p.add_argument("--metrics", default="", help="more logged metrics to draw, one plot each, comma-separated (e.g. "
                    "entropy,frac_reward_zero_std); reward, accuracy, kl, length and grad_norm are always drawn")
     a = p.parse_args(argv)
-    metrics = [m.strip() for m in a.metrics.split(",") if m.strip()]
     from grpo_edu.monitor import plot_run, compare_runs
     if len(a.run_dirs) == 1:
         if a.out is not None or a.window != 1:
             raise GRPOEduError("--out and --window are for comparing several runs (grpo-edu plot RUN_A RUN_B ...); one run's plots "
                                "go to RUN_DIR/plots, drawn as logged.")
-        files = plot_run(a.run_dirs[0], metrics)
-    else: files = compare_runs(a.run_dirs, a.out or Path(a.run_dirs[0]).parent / "compare", a.window, metrics)
+        files = plot_run(a.run_dirs[0], a.metrics)
+    else: files = compare_runs(a.run_dirs, a.out or Path(a.run_dirs[0]).parent / "compare", a.window, a.metrics)
     print(f"[grpo-edu] plots:   {', '.join(map(str, files))}")
     return 0
 

@@ -85,9 +85,10 @@ PLOTS = {"reward": ["reward"], "accuracy": ["rewards/accuracy_reward/mean", "eva
 # %% ../nbs/api/07_monitor.ipynb #adcb4e51
 def check_metrics(
     runs: dict,          # {run folder: its metrics.jsonl rows}
-    metrics=(),          # extra metric names to plot, e.g. ["entropy", "frac_reward_zero_std"]
+    metrics=(),          # extra metric names to plot, e.g. ["entropy", "frac_reward_zero_std"] or "entropy,frac_reward_zero_std"
 ) -> dict:               # {plot name: [metric names]}: PLOTS, then one plot per extra metric
     "The plots to draw: PLOTS plus one per extra metric, each checked to be logged by at least one of the runs."
+    if isinstance(metrics, str): metrics = [m.strip() for m in metrics.split(",") if m.strip()]
     logged = {k for rows in runs.values() for r in rows for k, v in r.items() if k != "step" and isinstance(v, (int, float))}
     for m in metrics:
         if m not in logged:
@@ -202,7 +203,8 @@ def compare_runs(
             if pts: ax.plot(*zip(*pts), lw=1.5, color=f"C{i}", label=l + tag)
         for i, pts in points:                                      # periodic evaluations: points in the run's colour
             if pts: ax.plot(*zip(*pts), ls="none", marker="o", ms=4, color=f"C{i}")
-        ax.legend(fontsize=7); ax.set_xlabel("step"); ax.grid(alpha=0.3)
+        if ax.get_legend_handles_labels()[0]: ax.legend(fontsize=7)   # none when the runs logged only evaluations here
+        ax.set_xlabel("step"); ax.grid(alpha=0.3)
         ax.set_title(name + (f" (moving average over {window} logged steps)" if window > 1 else ""))
         fig.tight_layout(); p = out / png_name(name); fig.savefig(p); plt.close(fig)
         written.append(p)
