@@ -6,7 +6,8 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/monitor.html.md"""
 
 # %% auto #0
 __all__ = ['PLOTS', 'HEALTH_ADVICE', 'read_jsonl', 'trim_jsonl', 'write_json', 'MetricsWriter', 'check_metrics', 'png_name',
-           'metric_curve', 'plot_metrics', 'read_run', 'plot_run', 'moving_average', 'compare_runs', 'HealthMonitor']
+           'metric_curve', 'plot_metrics', 'read_run', 'eval_accuracies', 'plot_run', 'moving_average', 'compare_runs',
+           'HealthMonitor']
 
 # %% ../nbs/api/07_monitor.ipynb #15a90e84
 """Watching a run: one JSON row per logged step, PNG plots, and a health monitor.
@@ -154,14 +155,17 @@ def read_run(
     except json.JSONDecodeError: s = {}                        # summary.json is written atomically; a hand-edited one: no lines
     return rows, s
 
+def eval_accuracies(summary: dict) -> dict:
+    "{'before': acc, 'after': acc} from a run's summary.json (None where it has no such evaluation)."
+    return {k: (summary.get(f"eval_{k}") or {}).get("accuracy") for k in ("before", "after")}
+
 def plot_run(
     output_dir,     # a run's folder (its --output_dir): metrics.jsonl, and summary.json once it finished
     metrics=(),     # more logged metrics to draw, one plot each, e.g. ["entropy", "clip_ratio/region_mean"]
 ) -> list[Path]:    # the PNGs written into output_dir/plots
     "Redraw a run's plots from its metrics.jsonl (and summary.json's before/after accuracy): while it trains or after it stopped."
     rows, s = read_run(output_dir)
-    return plot_metrics(rows, Path(output_dir) / "plots", {k: (s.get(f"eval_{k}") or {}).get("accuracy") for k in ("before", "after")},
-                        check_metrics({output_dir: rows}, metrics))
+    return plot_metrics(rows, Path(output_dir) / "plots", eval_accuracies(s), check_metrics({output_dir: rows}, metrics))
 
 # %% ../nbs/api/07_monitor.ipynb #3826403c
 def moving_average(
@@ -198,7 +202,7 @@ def compare_runs(
             continue
         fig, ax = plt.subplots(figsize=(6, 3.5), dpi=80)
         for i, l, pts in lines:
-            ev = [(runs[l][1].get(f"eval_{k}") or {}).get("accuracy") for k in ("before", "after")]
+            ev = list(eval_accuracies(runs[l][1]).values())
             tag = f" (eval {ev[0]:.2f} → {ev[1]:.2f})" if name == "accuracy" and None not in ev else ""
             if pts: ax.plot(*zip(*pts), lw=1.5, color=f"C{i}", label=l + tag)
         for i, pts in points:                                      # periodic evaluations: points in the run's colour
