@@ -105,9 +105,11 @@ def sft_warm_start(
     model.train()
     for step in range(steps):
         idx = torch.randint(len(prompts), (batch_size,), generator=g).tolist()
+        ps = tokenizer([prompts[i] for i in idx])["input_ids"]               # one batched call each: the same ids as
+        ans = tokenizer([answers[i] for i in idx])["input_ids"]              # one call per row, without its overhead
         ids, labels = [], []
-        for i in idx:
-            p, a = tokenizer(prompts[i])["input_ids"], tokenizer(answers[i])["input_ids"] + [tokenizer.eos_token_id]
+        for p, a in zip(ps, ans):
+            a = a + [tokenizer.eos_token_id]
             ids.append(p + a); labels.append([-100] * len(p) + a)
         width = max(map(len, ids))
         pad = lambda x, v: [v] * (width - len(x)) + x                         # left padding, as at generation

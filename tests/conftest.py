@@ -40,6 +40,26 @@ def run_cli(*args, cwd=None, timeout=600, env=None):
                           cwd=cwd, timeout=timeout, env=e)
 
 
+def cli(*args, timeout=120):
+    """Run `grpo-edu ARGS` in this process: the console script's own `main()`, without a new interpreter's ~2 s of imports.
+    For errors raised before anything loads. An exception that escapes `main()` (a traceback for the user) fails the
+    test with that exception, and so does a run that goes on past `timeout` s (input that was wrongly accepted);
+    `run_cli` checks the real entry point."""
+    import contextlib, io, signal
+    from types import SimpleNamespace
+    from grpo_edu.cli import main
+    def too_long(*_): raise TimeoutError(f"grpo-edu {' '.join(map(str, args))} ran past {timeout} s: was the input accepted?")
+    out, err = io.StringIO(), io.StringIO()
+    old = signal.signal(signal.SIGALRM, too_long); signal.alarm(timeout)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try: rc = main([str(a) for a in args])
+            except SystemExit as e: rc = e.code if isinstance(e.code, int) else 1     # argparse's errors exit 2
+    finally:
+        signal.alarm(0); signal.signal(signal.SIGALRM, old)
+    return SimpleNamespace(returncode=rc, stdout=out.getvalue(), stderr=err.getvalue())
+
+
 def torchrun(nproc: int = 2) -> list[str]:
     "The torchrun command for `nproc` local processes on a free-ish port (what `accelerate launch --multi_gpu` runs)."
     import shutil

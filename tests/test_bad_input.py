@@ -2,7 +2,7 @@
 import json
 import pytest
 import torch
-from conftest import run_cli
+from conftest import cli, run_cli
 from datasets import Dataset
 from grpo_edu.config import GRPOConfig
 from grpo_edu.errors import GRPOEduError
@@ -43,7 +43,7 @@ def _write(path, text):
     (["--model_init_kwargs", '{"attn_implementation": "eager"}'], "model_name_or_path=toy is built in code, not loaded"),
 ])
 def test_config_errors(args, expected, tmp_path):
-    r = run_cli("train", *args, "--output_dir", tmp_path, timeout=120)
+    r = cli("train", *args, "--output_dir", tmp_path)
     assert r.returncode == 2, r.stderr
     assert expected in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert not (tmp_path / "metrics.jsonl").exists()          # rejected before any training
@@ -51,7 +51,7 @@ def test_config_errors(args, expected, tmp_path):
 
 def test_yaml_unknown_key_suggests(tmp_path):
     cfg = _write(tmp_path / "r.yaml", "num_generation: 4\nlearning_rate: 1e-6\n")
-    r = run_cli("train", "--config", cfg, timeout=120)
+    r = cli("train", "--config", cfg)
     assert r.returncode == 2 and "`num_generation` is not a GRPOConfig field" in r.stderr and "num_generations" in r.stderr
 
 
@@ -65,7 +65,7 @@ def test_yaml_unknown_key_suggests(tmp_path):
 ])
 def test_data_file_errors(tmp_path, content, expected):
     f = _write(tmp_path / "p.jsonl", content)
-    r = run_cli("train", "--dataset", f, *FAST, "--output_dir", tmp_path / "out", timeout=180)
+    r = cli("train", "--dataset", f, *FAST, "--output_dir", tmp_path / "out")
     assert r.returncode == 2 and expected in r.stderr and "Traceback" not in r.stderr, r.stderr
 
 
@@ -97,22 +97,22 @@ def test_gsm8k_offline_error(tmp_path):
 def test_command_argument_errors(command, expected, tmp_path):
     for d in ("gsm8k", "qwen2.5-tokenizer"): (tmp_path / d).mkdir()      # what bench's --data_dir must hold
     (tmp_path / "config.json").write_text("{}")                          # and a model folder, for eval's --model
-    r = run_cli(*[a.format(data=tmp_path) for a in command], timeout=120)
+    r = cli(*[a.format(data=tmp_path) for a in command])
     assert r.returncode == 2 and expected in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]
 
 
 def test_paths_of_the_wrong_kind(tmp_path):
     "A file where a folder goes (output_dir), a folder where a file goes (--config, eval's --output): refused up front."
     f = _write(tmp_path / "a_file", "x")
-    r = run_cli("train", *FAST, "--output_dir", f, timeout=120)
+    r = cli("train", *FAST, "--output_dir", f)
     assert r.returncode == 2 and "output_dir=" in r.stderr and "is a file" in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]
-    r = run_cli("train", "--config", tmp_path, timeout=120)
+    r = cli("train", "--config", tmp_path)
     assert r.returncode == 2 and "is a folder: give a YAML recipe" in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]
-    r = run_cli("eval", "--model", "m", "--output", f / "eval.json", timeout=120)       # before any model or data loads
+    r = cli("eval", "--model", "m", "--output", f / "eval.json")       # before any model or data loads
     assert r.returncode == 2 and "cannot create its folder" in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]
-    r = run_cli("eval", "--model", "m", "--output", "/proc/grpo-edu-eval.json", timeout=120)  # a folder that takes no files
+    r = cli("eval", "--model", "m", "--output", "/proc/grpo-edu-eval.json")  # a folder that takes no files
     assert r.returncode == 2 and "cannot write a file in /proc" in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]
-    r = run_cli("train", *FAST, "--output_dir", "/proc/grpo-edu-nope", timeout=120)    # a folder nobody can make there
+    r = cli("train", *FAST, "--output_dir", "/proc/grpo-edu-nope")    # a folder nobody can make there
     assert r.returncode == 2 and "output_dir='/proc/grpo-edu-nope' cannot be" in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]
 
 
@@ -128,17 +128,17 @@ def test_new_run_over_an_old_one_is_refused(tmp_path):
     assert run_cli("train", *FAST, "--max_steps", "2", "--save_steps", "1", "--output_dir", tmp_path, timeout=300).returncode == 0
     before = {str(p): p.stat().st_mtime_ns for p in tmp_path.rglob("*") if p.is_file()}
     assert "checkpoint-2/trainer_state.pt" in {str(p.relative_to(tmp_path)) for p in tmp_path.rglob("trainer_state.pt")}
-    r = run_cli("train", *FAST, "--output_dir", tmp_path, timeout=120)
+    r = cli("train", *FAST, "--output_dir", tmp_path)
     assert r.returncode == 2 and "already holds a run (checkpoint-2 is its newest checkpoint)" in r.stderr, r.stderr[-2000:]
     assert "--resume_from_checkpoint latest" in r.stderr and "--overwrite_output_dir true" in r.stderr and "Traceback" not in r.stderr
     assert {str(p): p.stat().st_mtime_ns for p in tmp_path.rglob("*") if p.is_file()} == before         # nothing touched
-    r = run_cli("eval", "--model", tmp_path, timeout=120)                # the run's folder where its checkpoint goes
+    r = cli("eval", "--model", tmp_path)                                 # the run's folder where its checkpoint goes
     assert r.returncode == 2 and "is a training run's folder" in r.stderr and f"--model={tmp_path / 'checkpoint-2'}" in r.stderr, r.stderr[-2000:]
     r = run_cli("train", *FAST, "--output_dir", tmp_path, "--overwrite_output_dir", "true", timeout=300)
     assert r.returncode == 0 and "deleted 2 checkpoint(s) of the previous run" in r.stdout, r.stderr[-2000:]
     assert sorted(p.name for p in tmp_path.glob("checkpoint-*")) == ["checkpoint-1"]                   # the new run's own
     assert [json.loads(l)["step"] for l in (tmp_path / "metrics.jsonl").read_text().splitlines()] == [1]
-    r = run_cli("train", *FAST, "--output_dir", tmp_path, "--overwrite_output_dir", "true", "--resume_from_checkpoint", "latest")
+    r = cli("train", *FAST, "--output_dir", tmp_path, "--overwrite_output_dir", "true", "--resume_from_checkpoint", "latest")
     assert r.returncode == 2 and "Drop one of the two" in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]
 
 

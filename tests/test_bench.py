@@ -1,6 +1,6 @@
 """`grpo-edu bench` runs end to end (tiny shape on CPU: a smoke test of the command, not a speed measurement)."""
 import json
-from conftest import run_cli
+from conftest import cli, run_cli
 
 
 def test_bench_smoke(shared, tmp_path):
@@ -24,12 +24,12 @@ def test_bench_smoke(shared, tmp_path):
 
 
 def test_bench_bad_override(shared, tmp_path):
-    r = run_cli("bench", "--data_dir", shared, "--ours", "rollout_engin=hf", "--out_dir", tmp_path, timeout=120)
+    r = cli("bench", "--data_dir", shared, "--ours", "rollout_engin=hf", "--out_dir", tmp_path)
     assert r.returncode == 2 and "Did you mean `rollout_engine`?" in r.stderr and "Traceback" not in r.stderr
 
 
 def test_bench_needs_data(tmp_path):
-    r = run_cli("bench", "--data_dir", tmp_path, timeout=120)
+    r = cli("bench", "--data_dir", tmp_path)
     assert r.returncode == 2 and "must hold gsm8k/" in r.stderr
 
 

@@ -2,7 +2,7 @@
 import json, os, re, signal, subprocess, sys, textwrap, time
 from pathlib import Path
 import pytest
-from conftest import run_cli
+from conftest import cli, run_cli
 from grpo_edu.checkpoint import latest_checkpoint, load_trainer_state
 
 SMALL = ["--max_steps", "6", "--toy_warm_start_steps", "200", "--per_device_train_batch_size", "32", "--eval_dataset", "none",
@@ -140,7 +140,7 @@ def test_sigkill_during_save_keeps_previous_checkpoint(tmp_path):
 
 
 def test_resume_from_missing_checkpoint_is_clear(tmp_path):
-    r = run_cli("train", *SMALL, "--output_dir", tmp_path, "--resume_from_checkpoint", tmp_path / "checkpoint-9")
+    r = cli("train", *SMALL, "--output_dir", tmp_path, "--resume_from_checkpoint", tmp_path / "checkpoint-9")
     assert r.returncode == 2 and "no complete checkpoint there" in r.stderr
 
 
@@ -151,7 +151,7 @@ def test_resume_from_another_models_checkpoint_is_clear(uninterrupted, tmp_path)
     ck = tmp_path / "checkpoint-3"; shutil.copytree(uninterrupted / "checkpoint-3", ck)
     sd = load_file(str(ck / "model.safetensors"))
     save_file({k: v for k, v in sd.items() if ".layers.1." not in k}, str(ck / "model.safetensors"), metadata={"format": "pt"})
-    r = run_cli("train", *SMALL, "--output_dir", tmp_path / "run", "--resume_from_checkpoint", ck)
+    r = cli("train", *SMALL, "--output_dir", tmp_path / "run", "--resume_from_checkpoint", ck)
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-2000:]
     assert "its weights are not this model's" in r.stderr and "tensors missing, e.g. model.layers.1." in r.stderr
 
@@ -163,7 +163,7 @@ def test_resume_with_another_optimizer_is_clear(uninterrupted, tmp_path):
     st = load_trainer_state(ck)
     assert st["optim"] == "adamw_torch"
     torch.save({**st, "optim": "adamw_8bit"}, ck / "trainer_state.pt")       # as an 8-bit run would have saved it
-    r = run_cli("train", *SMALL, "--output_dir", tmp_path / "run", "--resume_from_checkpoint", ck)
+    r = cli("train", *SMALL, "--output_dir", tmp_path / "run", "--resume_from_checkpoint", ck)
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-2000:]
     assert "holds the state of optim=adamw_8bit, and this run uses optim=adamw_torch" in r.stderr
     assert "--optim adamw_8bit" in r.stderr
