@@ -3,6 +3,11 @@ skipping `cuda`-marked tests where there is no GPU."""
 import os, sys
 from pathlib import Path
 import pytest
+
+# Under pytest-xdist (the README's `pytest -n 2`) each worker gets one thread, and so do the runs it starts (`run_cli`):
+# two 2-thread workers on CI's two cores ran slower than one worker, as OpenMP threads wait on each other. Set before
+# torch is imported, which reads it once.
+if os.environ.get("PYTEST_XDIST_WORKER"): os.environ["OMP_NUM_THREADS"] = "1"
 from grpo_edu.data import find_shared_data
 
 ROOT = Path(__file__).resolve().parents[1]
