@@ -47,9 +47,9 @@ def run_cli(*args, cwd=None, timeout=600, env=None):
 
 def cli(*args, timeout=120):
     """Run `grpo-edu ARGS` in this process: the console script's own `main()`, without a new interpreter's ~2 s of imports.
-    For input that must be refused (a refusal may come after a load: another model's checkpoint). An exception that escapes `main()` (a traceback for the user) fails the
-    test with that exception, and so does a run that goes on past `timeout` s (input that was wrongly accepted);
-    `run_cli` checks the real entry point."""
+    For input that must be refused (a refusal may come after a load: another model's checkpoint). An exception that
+    escapes `main()` (a traceback for the user) fails the test with that exception, and so does a run that goes on past
+    `timeout` s (input that was wrongly accepted); `run_cli` checks the real entry point."""
     import contextlib, io, signal
     from types import SimpleNamespace
     from grpo_edu.cli import main
