@@ -20,7 +20,7 @@ One step reads top to bottom as DeepSeekMath's algorithm: sample prompts → G c
   π_old = π_θ and old log-probs are not computed (the loss uses logps.detach()).
 - The reference model exists only when beta > 0.
 """
-import asyncio, contextlib, copy, inspect, json, math, numbers, shutil, signal, time, warnings
+import asyncio, contextlib, copy, inspect, json, math, numbers, os, shutil, signal, time, warnings
 from concurrent.futures import ThreadPoolExecutor
 from collections import defaultdict
 from pathlib import Path
@@ -840,9 +840,12 @@ def trainer_from_config(args: GRPOConfig) -> GRPOTrainer:
             raise GRPOEduError(f"model_name_or_path=toy starts with a supervised warm start on the dataset's answers, but "
                                f"dataset {args.dataset!r} has no `answer` column ({train_ds.column_names}). Use the toy task "
                                f"(--dataset toy), or a real model (--model_name_or_path) for this data.")
-        from grpo_edu.toy import toy_tokenizer, toy_model, sft_warm_start
+        from grpo_edu.toy import toy_tokenizer, toy_model, cached_warm_start
         tok = toy_tokenizer(); model = toy_model(tok, seed=args.seed)
-        sft_warm_start(model, tok, train_ds, steps=args.toy_warm_start_steps, seed=args.seed,
-                       target_accuracy=args.toy_warm_start_accuracy)
+        losses, kept = cached_warm_start(model, tok, train_ds, steps=args.toy_warm_start_steps, seed=args.seed,
+                                         target_accuracy=args.toy_warm_start_accuracy)   # the same start: loaded, bit for bit
+        if losses and os.environ.get("RANK", "0") == "0":
+            print(f"[grpo-edu] toy warm start: {len(losses)} supervised steps" + (f", loaded from {kept} (the same start as "
+                  f"an earlier run; GRPO_EDU_CACHE=off recomputes it)" if kept else ""))
         return GRPOTrainer(model, rewards, args, train_ds, eval_ds, tok)
     return GRPOTrainer(args.model_name_or_path, rewards, args, train_ds, eval_ds)

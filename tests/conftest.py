@@ -28,6 +28,17 @@ def pytest_collection_modifyitems(config, items):
         if "cuda" in item.keywords and not torch.cuda.is_available(): item.add_marker(skip_cuda)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def warm_start_cache(tmp_path_factory):
+    """The toy warm starts kept for this test run (`GRPO_EDU_CACHE`), in one folder that the xdist workers and the runs
+    they start share: each distinct start is computed once per run, never read from or written to the user's ~/.cache.
+    A GRPO_EDU_CACHE already set (e.g. `off`) is kept."""
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base      # a worker's basetemp is <run>/<worker>
+    os.environ.setdefault("GRPO_EDU_CACHE", str(root / "warm-start-cache"))
+    return os.environ["GRPO_EDU_CACHE"]
+
+
 @pytest.fixture
 def shared():
     "../shared/data, or skip: these tests read the real GSM8K files and the Qwen2.5 tokenizer kept beside the checkout."

@@ -34,6 +34,21 @@ def test_same_seed_same_metrics(uninterrupted, tmp_path):
     same(rows(tmp_path), rows(uninterrupted))
 
 
+def test_kept_warm_start_gives_the_same_run(uninterrupted, tmp_path):
+    "A toy run whose warm start is loaded from GRPO_EDU_CACHE logs the same metrics as the run that computed and kept it."
+    env, out = {"GRPO_EDU_CACHE": str(tmp_path / "cache")}, lambda name: ["--output_dir", tmp_path / name]
+    a = run_cli("train", *SMALL, *out("a"), env=env)
+    assert a.returncode == 0, a.stderr[-2000:]
+    assert "toy warm start: " in a.stdout and "loaded from" not in a.stdout, a.stdout
+    kept = list((tmp_path / "cache").glob("toy-warm-start-*.pt"))
+    assert len(kept) == 1, kept
+    b = run_cli("train", *SMALL, *out("b"), env=env)
+    assert b.returncode == 0, b.stderr[-2000:]
+    assert f"loaded from {kept[0]}" in b.stdout, b.stdout
+    same(rows(tmp_path / "b"), rows(tmp_path / "a"))
+    same(rows(tmp_path / "a"), rows(uninterrupted))
+
+
 def test_resume_continues_exactly(uninterrupted, tmp_path):
     ck = uninterrupted / "checkpoint-3"
     assert load_trainer_state(ck)["step"] == 3
