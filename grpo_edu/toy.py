@@ -139,7 +139,8 @@ def toy_cache_dir() -> Path | None:
     env = os.environ.get("GRPO_EDU_CACHE")
     if env is not None:
         return None if env.strip().lower() in ("", "0", "off", "false", "no", "none") else Path(env).expanduser()
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "grpo_edu"
+    try: return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "grpo_edu"
+    except RuntimeError: return None                                    # no home folder to be found: no cache
 
 # %% ../nbs/api/03_toy.ipynb #32896a7f
 def _code(f) -> str:
@@ -191,7 +192,7 @@ def cached_warm_start(
         folder.mkdir(parents=True, exist_ok=True)
         torch.save({"state_dict": model.state_dict(), "losses": losses}, tmp)
         os.replace(tmp, path)                                             # atomic: readers see no file or a whole one
-    except OSError as e:
+    except (OSError, RuntimeError) as e:                                  # RuntimeError: torch's writer (e.g. a full disk)
         if tmp.exists(): tmp.unlink()
         warnings.warn(f"grpo_edu: could not keep the warm start in {folder} ({e}); set GRPO_EDU_CACHE to a writable "
                       f"folder, or to off.")
