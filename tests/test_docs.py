@@ -43,7 +43,8 @@ def site(tmp_path_factory):
         out = repo / "html" / nb_path.relative_to(proc).with_suffix(".html")
         out.parent.mkdir(parents=True, exist_ok=True); out.write_text(html)
         pngs = sum(1 for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if "image/png" in o.get("data", {}))
-        has_math = any(c.cell_type == "markdown" and re.search(r"\$\$|\$[^$\n]*[\\_^{][^$\n]*\$", c.source) for c in nb.cells)
+        prose = lambda src: re.sub(r"```.*?```|`[^`\n]*`", "", src, flags=re.S)    # code spans (`$GRPO_EDU_CACHE`) are not math
+        has_math = any(c.cell_type == "markdown" and re.search(r"\$\$|\$[^$\n]*[\\_^{][^$\n]*\$", prose(c.source)) for c in nb.cells)
         pages[str(nb_path.relative_to(proc))] = dict(html=out, pngs=pngs, math=has_math,
                                                      src="\n".join(c.source for c in nb.cells))
     return pages
