@@ -208,7 +208,8 @@ def compare_runs(
         raise GRPOEduError(f"{twice[0]!r} is given twice: give each run folder once.")
     if isinstance(window, bool) or not isinstance(window, int) or window < 1:
         raise GRPOEduError(f"window={window!r}: give a whole number of logged steps, 1 or more (1 draws the values as logged).")
-    if len(labels) > 40: warnings.warn(f"compare_runs: {len(labels)} runs, but only 40 line styles: some runs share one.")
+    if len(labels) > (n := 10 * len(LINE_STYLES)):                 # ten colours × the dash patterns
+        warnings.warn(f"compare_runs: {len(labels)} runs, but only {n} line styles: some runs share one.")
     runs = {l: read_run(l) for l in labels}                        # {folder: (rows, summary)}; a bad folder stops here
     plots = check_metrics({l: rows for l, (rows, _) in runs.items()}, metrics)
     out, written = Path(out_dir), []
