@@ -180,7 +180,7 @@ def cmd_memory(argv: list[str]) -> int:
     est = estimate_memory(model, **{**asdict(cfg), "gpus": known.gpus, "zero": known.zero, "gpu_memory_gib": known.gpu_memory_gib})
     print(format_estimate(est, f"{model}: {est['params'] / 1e9:.2f}B parameters, {known.gpus} GPU(s), ZeRO-{known.zero}, "
                                f"batch {cfg.per_device_train_batch_size}x{cfg.gradient_accumulation_steps}, "
-                               f"completions {cfg.max_completion_length}, {cfg.torch_dtype} weights, {est['attn_implementation']} attention"))
+                               f"completions {cfg.max_completion_length}, {cfg.torch_dtype} weights, {cfg.optim}, {est['attn_implementation']} attention"))
     return 0
 
 # %% ../nbs/api/10_cli.ipynb #bb9cfc88
