@@ -541,7 +541,10 @@ def _update(self: GRPOTrainer, batch: dict) -> dict:
     skipped = not model.was_step_applied() if ds else not math.isfinite(grad_norm)   # DeepSpeed: its own overflow check
     lr = self.scheduler.get_last_lr()[0]
     if not skipped: self.optimizer.step()
-    self.scheduler.step(); self.optimizer.zero_grad(set_to_none=True)
+    with warnings.catch_warnings():   # a skipped step still advances the schedule, which counts steps as self.step does,
+        warnings.filterwarnings("ignore", "Detected call of `lr_scheduler.step")   # so torch's 'wrong order' is moot
+        self.scheduler.step()
+    self.optimizer.zero_grad(set_to_none=True)
     keys = sorted(sums)
     tot = acc.reduce(torch.tensor([[sums[k][0], sums[k][1]] for k in keys] + [[loss_total, 1.0]], device=acc.device), "sum")
     out = {k: (tot[i, 0] / tot[i, 1].clamp(min=1.0)).item() for i, k in enumerate(keys)}

@@ -1,5 +1,5 @@
 """Faults: exact resume, Ctrl-C, SIGKILL during a save, and CPU determinism."""
-import json, os, re, signal, subprocess, sys, textwrap, time
+import json, os, re, signal, subprocess, sys, textwrap, time, warnings
 from pathlib import Path
 import pytest
 from conftest import cli, run_cli
@@ -219,9 +219,13 @@ def test_nonfinite_gradient_skips_the_step(tmp_path):
         return real_update(batch)
     before = [p.detach().clone() for p in tr.model.parameters()]
     tr._update = poisoned
-    s = tr.train()
-    first = [json.loads(l) for l in (tmp_path / "metrics.jsonl").open()][0]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        s = tr.train()
+    first, second = [json.loads(l) for l in (tmp_path / "metrics.jsonl").open()][:2]
     assert first["skipped_step"] == 1 and first["grad_norm"] != first["grad_norm"]      # NaN
+    assert second["learning_rate"] == pytest.approx(1e-3 * (2 - 1) / 2)                 # the schedule moved on (linear)
+    assert not [w for w in caught if "lr_scheduler.step" in str(w.message)], "torch's misordering warning reached the user"
     assert s["health"]["skipped_steps"] == 1 and "nonfinite_grad" in s["health"]["warnings"]
     assert any((p - q).abs().max() > 0 for p, q in zip(tr.model.parameters(), before))    # step 2 did update
 
