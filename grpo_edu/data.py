@@ -18,7 +18,7 @@ must never reach the prompt.
 import csv, json, os
 from pathlib import Path
 from datasets import Dataset, load_dataset
-from .errors import GRPOEduError, closest
+from .errors import GRPOEduError, closest, offline_hint
 from .rewards import extract_gsm8k_answer
 
 # %% ../nbs/api/04_data.ipynb #0eeff43f
@@ -38,7 +38,7 @@ def hub_dataset(
     except OSError as e:     # datasets' ConnectionError and DatasetNotFoundError are both OSErrors
         raise GRPOEduError(f"could not load the dataset {name} from the Hugging Face Hub ({str(e).splitlines()[0][:200]}). "
                            f"Download it where there is network (`hf download {name} --repo-type dataset`), or give a "
-                           f"local copy: {local}.") from None
+                           f"local copy: {local}.{offline_hint(e)}") from None
 
 # %% ../nbs/api/04_data.ipynb #20e4eb83
 def gsm8k_row(row: dict) -> dict:
