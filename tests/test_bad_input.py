@@ -69,16 +69,23 @@ def test_data_file_errors(tmp_path, content, expected):
     assert r.returncode == 2 and expected in r.stderr and "Traceback" not in r.stderr, r.stderr
 
 
+def no_hub(tmp_path) -> dict:
+    "No Hub and an empty cache: a user who has trained the real recipes has Qwen and GSM8K in their own cache."
+    cache = tmp_path / "hf-cache"
+    return {"HF_HUB_OFFLINE": "1", "HF_HOME": str(cache), "HF_HUB_CACHE": str(cache / "hub"),
+            "HF_DATASETS_CACHE": str(cache / "datasets")}
+
+
 def test_model_offline_error(tmp_path):
     r = run_cli("train", "--model_name_or_path", "Qwen/Qwen2.5-0.5B-Instruct", "--dataset", "toy", *FAST,
-                "--output_dir", tmp_path, env={"HF_HUB_OFFLINE": "1"}, timeout=180)
+                "--output_dir", tmp_path, env=no_hub(tmp_path), timeout=180)
     assert r.returncode == 2 and "could not load model 'Qwen/Qwen2.5-0.5B-Instruct'" in r.stderr and "local folder" in r.stderr, r.stderr
 
 
 def test_gsm8k_offline_error(tmp_path):
     "GSM8K from the Hub with no network and no cache: one paragraph that names the local alternative (datasets' own error)."
     (tmp_path / "config.json").write_text("{}")                      # a model folder (it is not loaded before the data)
-    r = run_cli("eval", "--model", tmp_path, "--dataset", "gsm8k", env={"HF_HUB_OFFLINE": "1"}, timeout=180)
+    r = run_cli("eval", "--model", tmp_path, "--dataset", "gsm8k", env=no_hub(tmp_path), timeout=180)
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-2000:]
     assert "could not load the dataset openai/gsm8k" in r.stderr and "--dataset_path DIR" in r.stderr
 
@@ -145,7 +152,7 @@ def test_new_run_over_an_old_one_is_refused(tmp_path):
 def test_reward_model_offline_error(tmp_path):
     "A reward model that cannot be loaded (offline, not in the cache) is one paragraph, exit 2, no traceback."
     r = run_cli("train", "--reward_funcs", "accuracy,OpenAssistant/reward-model-deberta-v3-base", *FAST,
-                "--output_dir", tmp_path, env={"HF_HUB_OFFLINE": "1"}, timeout=180)
+                "--output_dir", tmp_path, env=no_hub(tmp_path), timeout=180)
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-2000:]
     assert "could not load reward model 'OpenAssistant/reward-model-deberta-v3-base'" in r.stderr
 
