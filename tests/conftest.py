@@ -1,5 +1,5 @@
 """Shared fixtures: the path to ../shared (real GSM8K, the Qwen2.5 tokenizer and config), the --runslow flag, and
-skipping `cuda`-marked tests where there is no GPU."""
+the GPU: hidden unless the run is `-m cuda`, whose tests skip where there is none."""
 import os, sys
 from pathlib import Path
 import pytest
@@ -8,6 +8,19 @@ import pytest
 # two 2-thread workers on CI's two cores ran slower than one worker, as OpenMP threads wait on each other. Set before
 # torch is imported, which reads it once.
 if os.environ.get("PYTEST_XDIST_WORKER"): os.environ["OMP_NUM_THREADS"] = "1"
+
+
+def gpu_tests_only(argv: list[str]) -> bool:
+    "Whether this run is `pytest -m cuda` (scripts/gpu-check.sh's): the one kind of run that keeps the GPU."
+    for i, a in enumerate(argv):
+        if a == "-m": return argv[i + 1:i + 2] == ["cuda"]
+        if a.startswith("-m") and not a.startswith("--"): return a[2:] == "cuda"
+    return False
+
+# The suite is CI's: CPU and float32, with equalities as tight as the CPU gives. On a GPU machine the trainer would pick
+# the GPU and bf16, so every other run hides the GPU, from itself and from the processes it starts (xdist's workers
+# inherit it). Set before torch first asks CUDA how many devices there are.
+if not os.environ.get("PYTEST_XDIST_WORKER") and not gpu_tests_only(sys.argv[1:]): os.environ["CUDA_VISIBLE_DEVICES"] = ""
 from grpo_edu.data import find_shared_data
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -22,7 +35,7 @@ def pytest_addoption(parser):
 def pytest_collection_modifyitems(config, items):
     import torch
     skip_slow = pytest.mark.skip(reason="slow: run with --runslow")
-    skip_cuda = pytest.mark.skip(reason="needs a CUDA GPU (none here)")
+    skip_cuda = pytest.mark.skip(reason="needs a CUDA GPU: run `pytest -m cuda tests` on a GPU machine (other runs hide it)")
     for item in items:
         if "slow" in item.keywords and not config.getoption("--runslow"): item.add_marker(skip_slow)
         if "cuda" in item.keywords and not torch.cuda.is_available(): item.add_marker(skip_cuda)

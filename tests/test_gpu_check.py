@@ -4,7 +4,7 @@ for an offline GPU machine: gpu-pack.sh (packs wheels and data here) and gpu-dev
 import importlib.util, os, re, subprocess
 import pytest
 import torch
-from conftest import ROOT
+from conftest import ROOT, gpu_tests_only
 
 spec = importlib.util.spec_from_file_location("gpu_preflight", ROOT / "scripts" / "gpu-preflight.py")
 pre = importlib.util.module_from_spec(spec); spec.loader.exec_module(pre)
@@ -12,6 +12,14 @@ pre = importlib.util.module_from_spec(spec); spec.loader.exec_module(pre)
 
 def run_check(*steps):
     return subprocess.run(["bash", "scripts/gpu-check.sh", *steps], cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+
+def test_the_suite_hides_the_gpu_unless_it_runs_the_gpu_tests():
+    "A run without `-m cuda` is CI's (CPU, float32) on any machine: the GPU is hidden from it and from what it starts."
+    assert os.environ.get("CUDA_VISIBLE_DEVICES") == "" and not torch.cuda.is_available()
+    assert gpu_tests_only(["-q", "-m", "cuda", "tests"]) and gpu_tests_only(["-mcuda"])          # scripts/gpu-check.sh's
+    for argv in (["-q", "tests"], ["-m", "not cuda"], ["-m", "cuda or slow"], ["--maxfail", "1"], ["-m"]):
+        assert not gpu_tests_only(argv), argv
 
 
 def test_unknown_step_stops_before_anything():
