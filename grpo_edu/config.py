@@ -108,6 +108,7 @@ class GRPOConfig:
     bucket_by_length: bool = True            # micro-batches of similar completion lengths, each cut to its longest
     optim: str = "adamw_torch"               # adamw_torch | adamw_8bit (bitsandbytes, CUDA: 2 bytes of state per parameter)
     bf16: bool | None = None                 # bf16 autocast; None: on when the GPU supports it
+    use_cpu: bool = False                    # run on the CPU even where a GPU is visible (transformers' name; the toy sets it)
     seed: int = 42                           # prompt order, sampling, dropout, and the toy model's weights
     # output
     output_dir: str = "runs/grpo"            # metrics.jsonl, plots/, checkpoints and summary.json go here
@@ -551,4 +552,5 @@ def as_config(args) -> GRPOConfig:
 TOY_RECIPE = dict(model_name_or_path="toy", dataset="toy", num_generations=8, per_device_train_batch_size=128,
                   max_completion_length=6, max_prompt_length=None, learning_rate=1e-4, beta=0.0, loss_type="dapo",
                   max_steps=3000, warmup_steps=0, lr_scheduler_type="constant", temperature=1.0, logging_steps=10,
-                  save_steps=500, output_dir="runs/toy", eval_dataset="auto", toy_warm_start_steps=1500, toy_warm_start_accuracy=0.2, seed=0)
+                  save_steps=500, output_dir="runs/toy", eval_dataset="auto", toy_warm_start_steps=1500, toy_warm_start_accuracy=0.2, seed=0,
+                  use_cpu=True)   # the CPU run, the one measured, on any machine

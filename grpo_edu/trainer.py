@@ -233,7 +233,7 @@ class GRPOTrainer:
                  processing_class=None,       # the tokenizer (needed when `model` is already loaded)
                  reward_processing_classes=None):  # tokenizers of reward models, one per reward function (None: their own)
         self.args = args = as_config(args)                                 # ours, a dict, TRL's GRPOConfig, or None
-        self.accelerator = acc = Accelerator(mixed_precision="bf16" if self._use_bf16() else "no")
+        self.accelerator = acc = Accelerator(cpu=args.use_cpu, mixed_precision="bf16" if self._use_bf16() else "no")
         funcs = list(reward_funcs) if isinstance(reward_funcs, (list, tuple)) else [reward_funcs]
         if not funcs: raise GRPOEduError("reward_funcs is empty: GRPO needs at least one reward function (yours, with TRL's "
                                          "signature, or a built-in such as accuracy_reward).")
@@ -344,8 +344,9 @@ class GRPOTrainer:
         return "hf" if sharded else want
 
     def _use_bf16(self):
-        b = self.args.bf16
-        return (torch.cuda.is_available() and torch.cuda.is_bf16_supported()) if b is None else bool(b and torch.cuda.is_available())
+        "bf16 autocast: asked for (None: where the GPU supports it), and only on a GPU, as on a machine without one."
+        b, gpu = self.args.bf16, torch.cuda.is_available() and not self.args.use_cpu
+        return (gpu and torch.cuda.is_bf16_supported()) if b is None else bool(b and gpu)
 
     @staticmethod
     def _check_dataset(ds, name):

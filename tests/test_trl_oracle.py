@@ -446,6 +446,7 @@ def test_every_trl_grpo_field_is_ours_or_explained():
         "max_completion_length",                            # 256: GSM8K answers fit; the recipes set 512 where it matters
         "num_completions_to_print",                          # 4 rows into completions.jsonl (TRL: all, to the console)
         "bf16",                                              # None: on where the GPU supports it (TRL: True, fails on CPU)
+        "use_cpu",                                           # False in both: set above only so that TRL's config builds here
         "gradient_checkpointing",                            # off for the tiny default model; the 4090 recipes turn it on
         "optim",                                             # adamw_torch (TRL: the fused CUDA kernel of the same AdamW)
         "eval_steps", "logging_steps", "num_train_epochs", "save_steps", "save_total_limit", "output_dir", "report_to",
