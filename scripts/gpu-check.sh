@@ -3,7 +3,8 @@
 #   1. the `cuda`-marked tests (the CUDA-graph engine vs HF generate, before and after in-place weight updates);
 #   2. `grpo-edu bench` (grpo_edu before/after vs TRL's GRPOTrainer, same GPU, one process) -> benchmarks/results/
 #      (both shapes; BENCH_SHAPES=1.5b picks one: a later call's shape joins the same day's file);
-#   3. the notebooks' `#| cuda` cells, re-executed with their outputs saved for the docs;
+#   3. the notebooks' `#| cuda` cells, re-executed with their outputs saved for the docs (back here, take only those
+#      cells' outputs: scripts/take-cuda-outputs.py; the CPU cells keep the outputs their chapters quote);
 #   4. a smoke run of each one-GPU recipe in configs/ through the CLI (2 steps, random weights of the recipe's shape,
 #      since the Hub may be unreachable), each under a 24 GiB cap like an RTX 4090;
 #   5. the sharded launcher configs on one GPU: `accelerate launch --config_file configs/accelerate/{fsdp,zero2,zero3}.yaml
@@ -23,11 +24,13 @@ export GRPO_EDU_DATA="$DATA"
 if [[ " $steps " == *" tests "* ]]; then python -m pytest -q -m cuda tests; fi
 if [[ " $steps " == *" bench "* ]]; then python -m grpo_edu.cli bench --data_dir "$DATA" --shapes "${BENCH_SHAPES:-0.5b,1.5b}"; fi
 if [[ " $steps " == *" notebooks "* ]]; then
+  failed=()                                              # one notebook failing must not cost the others their run
   for nb in nbs/api/05_rollout.ipynb nbs/09_training.ipynb nbs/10_speed.ipynb nbs/11_memory.ipynb; do
-    nbdev-test "$nb" --flags cuda --save
+    nbdev-test "$nb" --flags cuda --save || failed+=("$nb")
   done
   python scripts/collapse-progress.py nbs/api/05_rollout.ipynb nbs/09_training.ipynb nbs/10_speed.ipynb nbs/11_memory.ipynb
   nbdev-clean
+  if (( ${#failed[@]} )); then echo "notebooks: failed: ${failed[*]}" >&2; exit 1; fi
 fi
 if [[ " $steps " == *" recipes "* ]]; then
   for shape in 0.5b 1.5b; do

@@ -14,7 +14,7 @@ if compgen -G "$whl/*.whl" >/dev/null; then
   export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}" PATH="/tmp/site/bin:$PATH"
 fi
 command -v python >/dev/null || { mkdir -p /tmp/pybin && ln -sf "$(command -v python3)" /tmp/pybin/python && export PATH="/tmp/pybin:$PATH"; }
-export PYTHONUNBUFFERED=1
+export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1                # nothing is reachable from there: fail at once, not after retries
 stamp=$(mktemp); sleep 1
 budget=$(( ${GPU_DEVICE_BUDGET_S:-570} - SECONDS ))       # stop before the device call's limit (600 s by default),
 echo "gpu-device: $budget s for gpu-check.sh $*"           # so that what was written still gets copied back

@@ -83,3 +83,24 @@ def test_wheel_list_pins_each_package_once_and_covers_the_steps():
     assert {"trl", "datasets", "nbdev", "execnb", "bitsandbytes", "deepspeed"} <= set(names)  # not in the GPU image
     trl_dev = re.search(r'"trl==([0-9.]+)\.\*"', (ROOT / "pyproject.toml").read_text()).group(1)
     assert dict(p.split("==") for p in pins)["trl"].startswith(trl_dev + ".")        # the TRL the oracle tests use
+
+
+def test_only_the_cuda_cells_take_the_gpu_runs_outputs(tmp_path):
+    "The notebooks come back re-executed; the CPU cells' outputs stay those saved here (the text quotes them)."
+    import nbformat
+    from nbformat.v4 import new_code_cell, new_notebook, new_output
+    spec = importlib.util.spec_from_file_location("take_cuda", ROOT / "scripts" / "take-cuda-outputs.py")
+    take = importlib.util.module_from_spec(spec); spec.loader.exec_module(take)
+    def nb(cpu_out, gpu_out, gpu_src="#| cuda\nprint(torch.cuda.get_device_name())"):
+        return new_notebook(cells=[new_code_cell("print(1)", id="cpu", outputs=[new_output("stream", text=cpu_out)]),
+                                   new_code_cell(gpu_src, id="gpu", outputs=[new_output("stream", text=t) for t in gpu_out])])
+    (tmp_path / "gpu").mkdir()
+    nbformat.write(nb("1 (this machine)\n", []), tmp_path / "ch.ipynb")
+    nbformat.write(nb("1 (the GPU machine's CPU)\n", ["NVIDIA H100\n"]), tmp_path / "gpu" / "ch.ipynb")
+    assert take.take(tmp_path / "gpu" / "ch.ipynb", tmp_path / "ch.ipynb") == 1
+    cells = nbformat.read(tmp_path / "ch.ipynb", as_version=4).cells
+    assert [c.outputs[0].text for c in cells] == ["1 (this machine)\n", "NVIDIA H100\n"]
+    nbformat.write(nb("1\n", [], gpu_src="#| cuda\nprint('edited since')"), tmp_path / "ch.ipynb")
+    with pytest.raises(SystemExit, match="is not in .* with the same source"):
+        take.take(tmp_path / "gpu" / "ch.ipynb", tmp_path / "ch.ipynb")
+    assert nbformat.read(tmp_path / "ch.ipynb", as_version=4).cells[1].outputs == []   # nothing was changed
