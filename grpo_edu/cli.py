@@ -110,14 +110,16 @@ def cmd_train(argv: list[str]) -> int:
 def train_help() -> str:
     "`grpo-edu train --help`: every GRPOConfig field with its default and its comment, under the dataclass's section titles."
     out, section = [cmd_train.__doc__, "", "Without --config: the embedded toy run (no network, no GPU). A YAML recipe holds the same",
-                    "fields (configs/ has examples); --field value overrides it. Each flag below shows its default."], None
+                    "fields (configs/ has examples); --field value overrides it. Each flag below shows its default, and",
+                    "[toy: value] where the toy run (no --config) sets another."], None
     docs = field_docs()
     for f in dataclasses.fields(GRPOConfig):
         where, doc = docs[f.name]
         if where != section: out += ["", f"{where}:"]; section = where
         default = f.default_factory() if f.default is dataclasses.MISSING else f.default
         flag = f"  --{f.name} {','.join(map(str, default)) if isinstance(default, list) else default}"
-        lines = textwrap.wrap(doc, 75)                                   # the help fits 120 columns
+        toy = f" [toy: {TOY_RECIPE[f.name]}]" if f.name in TOY_RECIPE and TOY_RECIPE[f.name] != default else ""
+        lines = textwrap.wrap(doc + toy, 75)                             # the help fits 120 columns
         out += [f"{flag:<44} {lines[0]}" if len(flag) < 44 else f"{flag}\n{'':<44} {lines[0]}", *(f"{'':<44} {l}" for l in lines[1:])]
     return "\n".join(out)
 
