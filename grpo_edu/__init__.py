@@ -1,5 +1,9 @@
-"""grpo_edu: learn GRPO properly, then train with it. The core math (`logprobs`, `advantages`, `kl`, `loss`) is pure
-torch; `GRPOConfig` and `GRPOTrainer` are imported lazily so that `import grpo_edu` stays light."""
+"""Learn GRPO (Group Relative Policy Optimization) properly, then train with it for real.
+
+Modules:
+
+- `grpo_edu.loss`: The GRPO loss: clipped surrogate + β·k3 KL, with TRL's aggregations and surrogates; equals TRL's."""
+
 __version__ = "0.1.0"
 
 

@@ -37,7 +37,7 @@ from .config import MODEL_EXAMPLE, GRPOConfig, as_config
 from .data import is_prompt, load_task
 from .errors import GRPOEduError, check_local_path, model_load_error
 from .logprobs import per_token_logps
-from .loss import grpo_loss, grpo_loss_metrics, high_entropy_mask
+from .loss import LossOptions, grpo_loss, grpo_loss_metrics, high_entropy_mask
 from .monitor import HEALTH_ADVICE, HealthMonitor, MetricsWriter, plot_metrics, read_jsonl, trim_jsonl, write_json
 from .rewards import ModelReward, accuracy_reward, get_reward_func
 from .rollout import encode_prompts, generate_completions, is_conversational
@@ -502,10 +502,7 @@ def _update(self: GRPOTrainer, batch: dict) -> dict:
     parts = micro_batches(lengths, mb, a.bucket_by_length and a.loss_type != "bnpo" and not bonus)  # so rows keep their order
     coef = self.entropy_coef if not a.use_adaptive_entropy or self._last_world_entropy <= a.entropy_target else 0.0
     policy_total, ent_window = 0.0, torch.zeros(2, device=acc.device)                     # (Σ H·mask, Σ mask) of the step
-    lkw = dict(importance_sampling_level=a.importance_sampling_level, delta=a.delta, use_bias_correction_kl=a.use_bias_correction_kl,
-               sapo_temperature_pos=a.sapo_temperature_pos, sapo_temperature_neg=a.sapo_temperature_neg,
-               vespo_k_pos=a.vespo_k_pos, vespo_lambda_pos=a.vespo_lambda_pos, vespo_k_neg=a.vespo_k_neg,
-               vespo_lambda_neg=a.vespo_lambda_neg, off_policy_mask_threshold=a.off_policy_mask_threshold)
+    options = LossOptions.from_config(a)
     for j, rows in enumerate(parts):
         k = max(int(lengths[rows].max()), 1)                                              # cut the all-padding tail
         cut = batch["input_ids"].size(1) - K + k                                          # prompt width + k
@@ -522,7 +519,7 @@ def _update(self: GRPOTrainer, batch: dict) -> dict:
                     if a.top_entropy_quantile < 1 else None)                                              # micro-batch)
             loss = grpo_loss(logps, pick("old_logps"), pick("ref_logps"), batch["advantages"][rows], mask,
                              a.beta, a.epsilon, a.epsilon_high, a.loss_type, a.max_completion_length,
-                             num_items_in_batch=batch["num_items"] / acc.num_processes, entropy_mask=keep, **lkw)
+                             num_items_in_batch=batch["num_items"] / acc.num_processes, options=options, entropy_mask=keep)
             if a.loss_type not in ("dapo", "cispo", "vespo"): loss = loss / GA   # their normaliser spans the whole batch
             policy_total += loss.item()
             if bonus:                                      # − coef · mean token entropy, on the tokens the surrogate sees
@@ -533,7 +530,7 @@ def _update(self: GRPOTrainer, batch: dict) -> dict:
         loss_total += loss.item()
         m = mask.float()
         for name, (s, c) in grpo_loss_metrics(logps.detach(), pick("old_logps"), pick("ref_logps"), batch["advantages"][rows],
-                                              mask, a.beta, a.epsilon, a.epsilon_high, loss_type=a.loss_type, **lkw).items():
+                                              mask, a.beta, a.epsilon, a.epsilon_high, a.loss_type, options).items():
             sums[name][0] += s; sums[name][1] += c
         sums["entropy"][0] += (ent * m).sum().item(); sums["entropy"][1] += m.sum().item()
     t1 = time.perf_counter()

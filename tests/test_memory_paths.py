@@ -79,7 +79,7 @@ def test_adamw_8bit_without_bitsandbytes_says_how(monkeypatch):
 def test_accumulated_update_equals_the_loss_on_the_whole_batch(loss_type, extra):
     "Four bucketed micro-batches give the gradient of grpo_loss on the whole batch at once: each loss type is normalised once."
     from grpo_edu.logprobs import per_token_logps
-    from grpo_edu.loss import grpo_loss, high_entropy_mask
+    from grpo_edu.loss import LossOptions, grpo_loss, high_entropy_mask
     tr = make_trainer(loss_type=loss_type, max_grad_norm=1e9, **extra)                 # no clipping of the total gradient
     a, model = tr.args, tr.accelerator.unwrap_model(tr.model)
     batch, _, _ = tr._generate_and_score(tr._prompt_rows(0))
@@ -95,7 +95,7 @@ def test_accumulated_update_equals_the_loss_on_the_whole_batch(loss_type, extra)
     loss_kw = {k: v for k, v in extra.items() if k not in ("epsilon_high", "top_entropy_quantile", "gradient_accumulation_steps")}
     whole = grpo_loss(logps, batch["old_logps"], batch["ref_logps"], batch["advantages"], batch["mask"], a.beta, a.epsilon,
                       a.epsilon_high, loss_type, a.max_completion_length, num_items_in_batch=batch["num_items"],
-                      entropy_mask=keep, **loss_kw)
+                      options=LossOptions(**loss_kw), entropy_mask=keep)
     whole.backward()
     assert out["loss"] == pytest.approx(whole.item(), rel=1e-5, abs=1e-7)
     for n, p in model.named_parameters(): torch.testing.assert_close(grads[n], p.grad, rtol=1e-4, atol=1e-6)

@@ -13,7 +13,7 @@ from trl import GRPOConfig as TRLConfig, GRPOTrainer as TRLTrainer
 from datasets import Dataset
 from grpo_edu.advantages import group_advantages
 from grpo_edu.logprobs import per_token_logps, selective_log_softmax
-from grpo_edu.loss import grpo_loss, grpo_loss_metrics, high_entropy_mask
+from grpo_edu.loss import LossOptions, grpo_loss, grpo_loss_metrics, high_entropy_mask
 from grpo_edu.toy import toy_tokenizer, toy_model
 
 
@@ -77,23 +77,25 @@ def test_loss_and_gradient_equal_trl(tmp_path, loss_type, beta, epsilon_high, le
     extra = {k: v for k, v in extra.items() if k != "top_entropy_quantile"}
     keep = high_entropy_mask(ent.detach(), cmask, q) if q < 1 else None
     if keep is not None: assert 0 < keep.sum() < cmask.sum()
+    options = LossOptions(importance_sampling_level=level, **extra)
     ours = grpo_loss(logps, old, ref if beta else None, adv, cmask, beta=beta, epsilon=0.2, epsilon_high=epsilon_high,
-                     loss_type=loss_type, max_completion_length=6, importance_sampling_level=level, entropy_mask=keep, **extra)
+                     loss_type=loss_type, max_completion_length=6, options=options, entropy_mask=keep)
     g_ours = torch.autograd.grad(ours, params)
     for knob in ("delta", "off_policy_mask_threshold"):                  # the cap / the mask really binds on these inputs
         if knob in extra:
             without = {k: v for k, v in extra.items() if k != knob}
+            loose = LossOptions(importance_sampling_level=level, **without)
             assert abs(ours.item() - grpo_loss(logps, old, ref if beta else None, adv, cmask, beta=beta, epsilon_high=epsilon_high,
-                                               loss_type=loss_type, max_completion_length=6, importance_sampling_level=level,
-                                               entropy_mask=keep, **without).item()) > 1e-4, knob
+                                               loss_type=loss_type, max_completion_length=6, options=loose,
+                                               entropy_mask=keep).item()) > 1e-4, knob
     assert abs(ours.item() - loss_trl.item()) < 1e-6 * max(1.0, abs(loss_trl.item())), (ours.item(), loss_trl.item())
     for a, b in zip(g_ours, g_trl): torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)
     # and the gradient is not trivially zero
     assert max(x.abs().max().item() for x in g_trl) > 1e-4
     # the logged kl and clip ratios (per token, or per completion at sequence level) equal TRL's
     theirs = {k: v[-1] for k, v in t._metrics["train"].items()}
-    metrics = grpo_loss_metrics(logps.detach(), old, ref if beta else None, adv, cmask, beta, 0.2, epsilon_high, level,
-                                loss_type, **extra)
+    metrics = grpo_loss_metrics(logps.detach(), old, ref if beta else None, adv, cmask, beta, 0.2, epsilon_high,
+                                loss_type, options)
     clip_keys = {k for k in theirs if k.startswith("clip_ratio/") and k.endswith("_mean") or k in ("cispo_clip_ratio", "vespo/phi_seq_mean")}
     assert set(metrics) == clip_keys | ({"kl"} if beta else set()), (set(metrics), set(theirs))
     for k, (s_, c) in metrics.items(): assert s_ / c == pytest.approx(theirs[k], rel=1e-5, abs=1e-7), (k, s_ / c, theirs[k])
@@ -104,13 +106,12 @@ def test_loss_and_gradient_equal_trl(tmp_path, loss_type, beta, epsilon_high, le
 
 def test_bias_correction_changes_the_kl_gradient_as_trl_says(tmp_path):
     "use_bias_correction_kl (TRL's default) changes the gradient even on-policy, where ρ = 1 in value; TRL agrees both ways."
-    from grpo_edu.loss import grpo_loss
     torch.manual_seed(0)
     lp = torch.randn(4, 5) - 1.0; ref = lp + 0.3 * torch.randn(4, 5); mask = torch.ones(4, 5); adv = torch.zeros(4)
     grads = []
     for bias in (True, False):
         x = lp.clone().requires_grad_()
-        l = grpo_loss(x, None, ref, adv, mask, beta=0.1, use_bias_correction_kl=bias)
+        l = grpo_loss(x, None, ref, adv, mask, beta=0.1, options=LossOptions(use_bias_correction_kl=bias))
         l.backward(); grads.append((l.item(), x.grad))
     assert grads[0][0] == pytest.approx(grads[1][0], abs=1e-7)                  # the same value at ρ = 1...
     k3 = torch.exp(ref - lp) - (ref - lp) - 1
