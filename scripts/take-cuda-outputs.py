@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Copy the outputs of the `#| cuda` cells from notebooks re-executed on a GPU machine into this checkout's notebooks,
 and nothing else. Usage: take-cuda-outputs.py GPU_DIR NB.ipynb ... (GPU_DIR holds the re-executed copies at the same
-relative paths, e.g. the device tool's files_at).
+relative paths: a copy of the checkout where `scripts/gpu-check.sh notebooks` ran).
 
 Why only those cells: `nbdev-test NB --flags cuda --save` on the GPU machine re-runs every cell, and the CPU cells there
 give other numbers (another CPU, thread count and torch), while the chapters' text quotes the outputs saved here.
