@@ -1,4 +1,11 @@
-"""GRPO's baseline is the group itself: Â_i = (r_i − mean(r)) / (std(r) + ε), for the G completions of one prompt.
+"""GRPO's baseline is the group: Â_i = (r_i − mean(r)) / (std(r) + ε) within a prompt.
+
+Why no value model is needed: with outcome rewards every token of completion i shares one advantage, and the
+other completions of the same prompt show what the policy scores on it. The group mean includes r_i itself;
+without the std, that only scales the expected policy gradient, by (G − 1)/G, and leaves its direction alone.
+Dividing by the group std re-weighs whole prompts by 1/std, towards the very hard and very easy ones
+(Dr. GRPO's difficulty bias): `scale="none"` removes it, `scale="batch"` divides every group by one std.
+Rows are laid out prompt-major: [p0·g0, p0·g1, …, p1·g0, …].
 
 Docs: https://grpo-edu.github.io/grpo_edu/advantages.html.md"""
 
@@ -9,12 +16,6 @@ __all__ = ['SCALE_REWARDS', 'MULTI_OBJECTIVE_AGGREGATIONS', 'nanstd', 'group_rew
            'decoupled_advantages']
 
 # %% ../nbs/04_advantages.ipynb #4f706340
-"""Group-relative advantages: each completion is scored against the other completions of its own prompt.
-
-Why this replaces PPO's value model safely: for outcome rewards every token of completion i shares one advantage,
-and the group mean is an unbiased baseline for that prompt (it does not depend on the action being scored when G is
-large), so no learned critic is needed. Rows are laid out prompt-major: [p0·g0, p0·g1, …, p1·g0, …].
-"""
 import torch
 
 # %% ../nbs/04_advantages.ipynb #e48b90db
@@ -25,18 +26,19 @@ def nanstd(
     x: torch.Tensor,  # rewards, NaN where unscored
     dim=None,         # reduce over this dimension (None: all values)
 ) -> torch.Tensor:
-    "Bessel-corrected standard deviation that ignores NaNs (NaN when fewer than two values remain), as TRL's `nanstd`."
+    "Bessel-corrected std ignoring NaNs (NaN when fewer than two values remain), as TRL's `nanstd`."
     mean = torch.nanmean(x, dim=dim, keepdim=True)
     n = (~torch.isnan(x)).sum(dim=dim, keepdim=True)
-    var = torch.nanmean((x - mean) ** 2, dim=dim, keepdim=True) * n / (n - 1)         # Σ(x-μ)²/(n-1)
+    var = torch.nanmean((x - mean) ** 2, dim=dim, keepdim=True) * n / (n - 1)  # Σ(x-μ)²/(n-1)
     var = torch.where(n > 1, var, torch.full_like(var, float("nan")))
     return var.sqrt().squeeze(dim) if dim is not None else var.sqrt().squeeze()
 
 # %% ../nbs/04_advantages.ipynb #b42638e7
 def _check_groups(n: int, num_generations: int):
     if num_generations < 1 or n % num_generations:
-        raise ValueError(f"got {n} rewards, which is not a multiple of num_generations={num_generations}: rewards "
-                         f"must hold whole groups, num_generations completions per prompt, prompt-major.")
+        raise ValueError(f"got {n} rewards, which is not a multiple of num_generations="
+                         f"{num_generations}: rewards must hold whole groups, num_generations "
+                         f"completions per prompt, prompt-major.")
 
 # %% ../nbs/04_advantages.ipynb #c541aa90
 def group_reward_std(
@@ -45,40 +47,43 @@ def group_reward_std(
 ) -> torch.Tensor:          # (N,) the std of each completion's group, repeated G times
     "Per-completion std of its group's rewards (Bessel-corrected, NaNs ignored)."
     _check_groups(rewards.numel(), num_generations)
-    return nanstd(rewards.view(-1, num_generations).float(), dim=1).repeat_interleave(num_generations)
+    group_std = nanstd(rewards.view(-1, num_generations).float(), dim=1)  # (P,)
+    return group_std.repeat_interleave(num_generations)
 
 # %% ../nbs/04_advantages.ipynb #714d34ce
 def group_advantages(
-    rewards: torch.Tensor,   # (N,) one reward per completion; NaN where no reward function scored it
-    num_generations: int,    # G, completions per prompt (rows are prompt-major)
-    scale: str = "group",    # "group": divide by the group std; "batch": by the batch std; "none": no division
-    eps: float = 1e-4,       # added to the std, as in DeepSeekMath and TRL
-) -> torch.Tensor:           # (N,) advantages; 0 for NaN rewards and for groups whose rewards are all equal
-    "(r - group mean) / (std + eps): GRPO's outcome-supervised advantage, TRL's `scale_rewards` semantics."
+    rewards: torch.Tensor,  # (N,) one reward per completion; NaN where no reward function scored it
+    num_generations: int,   # G, completions per prompt (rows are prompt-major)
+    scale: str = "group",   # "group": ÷ group std; "batch": ÷ batch std; "none": no division
+    eps: float = 1e-4,      # added to the std, as TRL does (DeepSeekMath's formula has none)
+) -> torch.Tensor:          # (N,) advantages; 0 for NaN rewards and for groups of equal rewards
+    "(r - group mean) / (std + eps): GRPO's outcome-supervised advantage, TRL's `scale_rewards`."
     if scale not in SCALE_REWARDS:
         raise ValueError(f"scale_rewards={scale!r} is not one of {SCALE_REWARDS}.")
     _check_groups(rewards.numel(), num_generations)
-    r = rewards.float().view(-1, num_generations)                            # (P, G)
-    adv = r - torch.nanmean(r, dim=1, keepdim=True)                          # r_i - mean(r) within each group
+    r = rewards.float().view(-1, num_generations)    # (P, G)
+    adv = r - torch.nanmean(r, dim=1, keepdim=True)  # r_i - mean(r) per group
     if scale == "group":
         adv = adv / (nanstd(r, dim=1)[:, None] + eps) if num_generations > 1 else adv * 0
     elif scale == "batch":
         adv = adv / (nanstd(r.flatten(), dim=0) + eps) if r.numel() > 1 else adv * 0
-    return torch.nan_to_num(adv.flatten(), nan=0.0)                          # unscored rows carry no signal
+    return torch.nan_to_num(adv.flatten(), nan=0.0)  # unscored: no signal
 
 # %% ../nbs/04_advantages.ipynb #b11d19de
-MULTI_OBJECTIVE_AGGREGATIONS = ("sum_then_normalize", "normalize_then_sum")   # TRL's names
+MULTI_OBJECTIVE_AGGREGATIONS = ("sum_then_normalize", "normalize_then_sum")  # TRL's names
 
 def decoupled_advantages(
-    rewards_per_func: torch.Tensor,        # (N, F) one column per reward function, prompt-major rows; NaN: not scored
-    num_generations: int,                  # G, completions per prompt
-    weights: torch.Tensor | None = None,   # (F,) reward weights (None: all 1.0)
-    eps: float = 1e-4,                     # added to each std, as in TRL
-) -> tuple[torch.Tensor, torch.Tensor]:    # (N,) advantages, and the batch std of the summed normalised rewards
-    "GDPO (TRL's `normalize_then_sum`): each reward normalised within its group, summed with weights, normalised over the batch."
+    rewards_per_func: torch.Tensor,       # (N, F) a column per reward function; NaN: unscored
+    num_generations: int,                 # G, completions per prompt
+    weights: torch.Tensor | None = None,  # (F,) reward weights (None: all 1.0)
+    eps: float = 1e-4,                    # added to each std, as in TRL
+) -> tuple[torch.Tensor, torch.Tensor]:   # (N,) advantages, and the batch std of the summed rewards
+    "GDPO (TRL's `normalize_then_sum`): rewards normalised per group, summed, then over the batch."
     N, F = rewards_per_func.shape
-    r_k = torch.stack([group_advantages(rewards_per_func[:, k], num_generations, eps=eps) for k in range(F)], 1)  # (N, F) r̃_ik
+    per_func = [group_advantages(rewards_per_func[:, k], num_generations, eps=eps)
+                for k in range(F)]
+    r_k = torch.stack(per_func, 1)  # (N, F) r̃_ik (unscored: 0)
     w = torch.ones(F) if weights is None else weights
-    s = r_k @ w.to(r_k)                                                           # (N,) s_i = Σ_k w_k r̃_ik (unscored: 0)
-    s[torch.isnan(rewards_per_func).all(1)] = float("nan")                        # scored by no function: no signal
-    return group_advantages(s, N, eps=eps), nanstd(s)                             # the whole batch as one group
+    s = r_k @ w.to(r_k)                                     # (N,) s_i = Σ_k w_k r̃_ik
+    s[torch.isnan(rewards_per_func).all(1)] = float("nan")  # scored by none: no signal
+    return group_advantages(s, N, eps=eps), nanstd(s)       # the whole batch as one group
