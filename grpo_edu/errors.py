@@ -1,4 +1,7 @@
-"""Every mistake a user can make gets a `GRPOEduError` whose message names the field and the fix; the CLI prints it without a traceback.
+"""GRPOEduError: bad input's one exception, its message naming the field and the fix.
+
+The error type for bad input (config, data, rewards, models). The library raises it with the whole
+explanation; the command line prints that paragraph without a traceback.
 
 Docs: https://grpo-edu.github.io/grpo_edu/api/errors.html.md"""
 
@@ -8,7 +11,6 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/errors.html.md"""
 __all__ = ['GRPOEduError', 'closest', 'check_local_path', 'offline_hint', 'model_load_error']
 
 # %% ../nbs/api/01_errors.ipynb #a738a032
-"""The error type for bad input (config, data, rewards, models). The CLI turns it into a one-paragraph message."""
 import difflib, os, re
 from pathlib import Path
 
@@ -28,20 +30,22 @@ def check_local_path(
     field: str,    # the field or option it came from, named in the message
     example: str,  # what to give instead, for the message
 ) -> None:
-    "Raise GRPOEduError when `name` is written as a local path (not a Hub id `org/name`) and nothing is there."
+    "Raise GRPOEduError when `name` is written as a local path (not a Hub id, org/name) and nothing is there."
     p = str(name)
     if (p.startswith((".", "/", "~")) or p.count("/") > 1) and not Path(p).expanduser().exists():
-        raise GRPOEduError(f"{field}={p!r}: no such file or folder (relative paths start from {Path.cwd()}). Give {example}.")
+        raise GRPOEduError(f"{field}={p!r}: no such file or folder (relative paths start from {Path.cwd()}). "
+                           f"Give {example}.")
 
 # %% ../nbs/api/01_errors.ipynb #204e7450
 def offline_hint(
     e: Exception,   # what from_pretrained or load_dataset raised
 ) -> str:
-    "' On a machine without network, set HF_HUB_OFFLINE=1 …' when `e` says the Hub was unreachable (and not offline), else ''."
-    unreachable = re.search(r"couldn't (connect|reach)", str(e), re.I)           # transformers' and datasets' wording
-    offline = os.environ.get("HF_HUB_OFFLINE", "").upper() in ("1", "ON", "YES", "TRUE") or "OfflineMode" in str(e)
-    return (" On a machine without network, set HF_HUB_OFFLINE=1: the Hugging Face libraries then read their local cache "
-            "at once instead of retrying the Hub for up to a minute." if unreachable and not offline else "")
+    "' On a machine without network, set HF_HUB_OFFLINE=1 …' when `e` says the Hub was unreachable, else ''."
+    unreachable = re.search(r"couldn't (connect|reach)", str(e), re.I)   # transformers' and datasets' wording
+    offline = os.environ.get("HF_HUB_OFFLINE", "").upper() in ("1", "ON", "YES", "TRUE")
+    if not unreachable or offline or "OfflineMode" in str(e): return ""   # offline already: nothing to add
+    return (" On a machine without network, set HF_HUB_OFFLINE=1: the Hugging Face libraries then read their "
+            "local cache at once instead of retrying the Hub for up to a minute.")
 
 # %% ../nbs/api/01_errors.ipynb #c0fa4a17
 def model_load_error(
@@ -50,10 +54,11 @@ def model_load_error(
     fix: str,                         # how to get a model that is missing or unreachable
     init_kwargs: dict | None = None,  # model_init_kwargs, passed to from_pretrained with it
 ) -> GRPOEduError:
-    "One paragraph for a model that would not load: blames model_init_kwargs when the error comes from them, else gives `fix`."
+    "One paragraph for a model that would not load: model_init_kwargs' fault when they caused it, else `fix`."
     why = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
     if init_kwargs and (isinstance(e, (TypeError, ImportError)) or any(k in str(e) for k in init_kwargs)):
-        return GRPOEduError(f"{head} ({why}): model_init_kwargs={init_kwargs!r} went to from_pretrained with it, as in TRL. "
-                            f"Fix or remove the entry the error names (attn_implementation: flash_attention_2, for one, "
-                            f"needs the flash-attn package; sdpa and eager need none).")
+        return GRPOEduError(f"{head} ({why}): model_init_kwargs={init_kwargs!r} went to from_pretrained with "
+                            f"it, as in TRL. Fix or remove the entry the error names (attn_implementation: "
+                            f"flash_attention_2, for one, needs the flash-attn package; sdpa and eager need "
+                            f"none).")
     return GRPOEduError(f"{head} ({why}). {fix}{offline_hint(e)}")

@@ -25,8 +25,8 @@ def _write(path, text):
     (["--loss_type", "ppo"], "Valid values: grpo, bnpo, dr_grpo, dapo"),
     (["--scale_rewards", "global"], "Valid values: group, batch, none"),
     (["--dataset", "no/such/prompts.jsonl"], "neither a built-in task"),
-    (["--num_generation", "8"], "Did you mean `num_generations`?"),
-    (["--rollout_engine", "vllm"], "rollout_engine='vllm': use auto"),
+    (["--num_generation", "8"], "Did you mean `--num_generations`?"),
+    (["--rollout_engine", "vllm"], "rollout_engine='vllm' is not supported. Valid values: auto"),
     (["--optim", "adamw8bit"], "Did you mean `adamw_8bit`?"),
     (["--lm_head_chunk_size", "-1"], "lm_head_chunk_size=-1 must be a whole number"),
     (["--reward_funcs", "acurracy"], "Did you mean `accuracy`?"),
@@ -35,10 +35,10 @@ def _write(path, text):
     (["--model_name_or_path", "./no-such-model"], "model_name_or_path='./no-such-model': no such file or folder"),
     (["--reward_funcs", "accuracy,./no-such-rm"], "reward_funcs='./no-such-rm': no such file or folder"),
     (["--resume_from_checkpoint", "latest"], "holds no complete checkpoint"),
-    (["--save_steps", "-1"], "save_steps=-1 must be ≥ 0"),                  # was a checkpoint at every step
-    (["--adam_beta1", "1.5"], "adam_beta1=1.5 must be in [0, 1)"),          # was torch's traceback after the model loaded
-    (["--top_k", "-3"], "top_k=-3 must be ≥ 0"),                            # was transformers' traceback mid-rollout
-    (["--seed", "-1"], "seed=-1 must be in [0, 2**32)"),                      # was numpy's traceback after the warm start
+    (["--save_steps", "-1"], "save_steps=-1 must be ≥ 0"),                  # not a checkpoint at every step
+    (["--adam_beta1", "1.5"], "adam_beta1=1.5 must be in [0, 1)"),          # before the model loads, not torch's error
+    (["--top_k", "-3"], "top_k=-3 must be ≥ 0"),                            # not transformers' error mid-rollout
+    (["--seed", "-1"], "seed=-1 must be in [0, 2**32)"),                      # not numpy's error after the warm start
     (["--model_init_kwargs", '{"device_map": "auto"}'], "model_init_kwargs.device_map='auto' is not passed: accelerate"),
     (["--model_init_kwargs", '{"attn_implementation": "eager"}'], "model_name_or_path=toy is built in code, not loaded"),
 ])
@@ -91,9 +91,9 @@ def test_gsm8k_offline_error(tmp_path):
 
 
 @pytest.mark.parametrize("command,expected", [
-    (["eval", "--model", "m", "--max_samples", "0"], "argument --max_samples: '0' must be greater than 0"),
-    (["eval", "--model", "m", "--batch_size", "0"], "argument --batch_size: '0' must be greater than 0"),
-    (["eval", "--model", "m", "--pass_k", "two"], "argument --pass_k: 'two' is not a whole number"),
+    (["eval", "--model", "m", "--max_samples", "0"], "max_samples=0 must be ≥ 1"),
+    (["eval", "--model", "m", "--batch_size", "0"], "batch_size=0 must be ≥ 1"),
+    (["eval", "--model", "m", "--pass_k", "two"], "pass_k='two': expected an integer"),
     (["memory", "--model", "qwen2.5-0.5b", "--gpus", "0"], "argument --gpus: '0' must be greater than 0"),
     (["bench", "--shapes", "7b", "--data_dir", "{data}"], "the benchmark knows the shapes 0.5b, 1.5b, tiny"),
     (["eval", "--model", "runs/typo/checkpoint-9"], "--model='runs/typo/checkpoint-9': no such file or folder"),
