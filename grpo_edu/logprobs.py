@@ -1,4 +1,20 @@
-"""log π(oₜ | q, o₍<t₎) for the sampled tokens, without a second (B, T, 151 936) tensor.
+"""log π of the sampled tokens, without keeping the (B, T, 151 936) logits in memory.
+
+Why each simplification is safe:
+
+- Only the sampled token's log-prob is gathered: the GRPO loss, its ratio and the k3 KL need nothing else (the
+  entropy, a metric or an optional bonus, is computed on its own).
+- Row-by-row log-softmax gives the same numbers as the whole-batch op (softmax is per position); it only caps
+  the temporary memory at one row (T, V) instead of (B, T, V).
+- `logits_to_keep` asks the model for the last K+1 positions only: prompt positions never enter the loss.
+- Chunked lm_head: logits z = W h are per position, so scoring the (B·K, C) final hidden states in chunks and
+  recomputing each chunk's logits in backward (activation checkpointing) gives the same values and gradients
+  while one chunk of logits is alive at a time. Taken only where the logits are exactly lm_head(final hidden
+  state): Qwen2, Llama, Mistral, Qwen3 (no soft-capping, no logit scaling).
+
+What the log-probs are: those of π_θ at `temperature` over the whole vocabulary. A sampler that filters
+(top-p, top-k, min-p) or reads a bf16 copy of the weights draws from another distribution; the chapter
+measures the gap.
 
 Docs: https://grpo-edu.github.io/grpo_edu/logprobs.html.md"""
 
@@ -8,18 +24,6 @@ Docs: https://grpo-edu.github.io/grpo_edu/logprobs.html.md"""
 __all__ = ['selective_log_softmax', 'entropy_from_logits', 'per_token_logps', 'chunked_head_logps']
 
 # %% ../nbs/05_logprobs.ipynb #6fe1623c
-"""Per-token log-probabilities of sampled tokens (the π_θ(o_t | q, o_<t) of the GRPO objective).
-
-Why each simplification is safe:
-- We gather only the sampled token's log-prob: the GRPO loss, the ratio and the k3 KL need nothing else.
-- Row-by-row log-softmax gives the same numbers as the full-batch op (softmax is per position), it only caps
-  the temporary memory at one row of (T, V) instead of (B, T, V).
-- `logits_to_keep` asks the model for the last K+1 positions only: prompt positions never enter the loss.
-- Chunked lm_head: logits = h Wᵀ is per position, so scoring the (B·K, C) final hidden states in chunks and
-  recomputing each chunk's logits in backward (activation checkpointing) gives identical values and gradients while
-  only one chunk of logits is ever alive. We only take this path for architectures whose logits are exactly
-  lm_head(final hidden state) (Qwen2/Llama/Mistral/Qwen3: no soft-capping or logit scaling).
-"""
 import contextlib
 import torch
 import torch.nn.functional as F
@@ -30,109 +34,134 @@ def selective_log_softmax(
     logits: torch.Tensor,  # (B, T, V) unnormalised scores
     index: torch.Tensor,   # (B, T) the chosen token ids
 ) -> torch.Tensor:         # (B, T) log-softmax(logits)[index]
-    "Log-probability of the chosen tokens, one row at a time, so no second (B, T, V) tensor is built."
+    "Log-probability of the chosen tokens, a row at a time: no second (B, T, V) tensor."
     if logits.dtype in (torch.float32, torch.float64):
-        picked = torch.gather(logits, -1, index.unsqueeze(-1)).squeeze(-1)    # (B, T)  z_{o_t}
-        lse = torch.stack([torch.logsumexp(row, dim=-1) for row in logits])   # (B, T)  log Σ_j e^{z_j}, row by row
-        return picked - lse                                                   # log p = z_{o_t} - log Σ e^z
-    # bf16/fp16: logsumexp loses precision there, so take a log_softmax of one row at a time instead
+        picked = torch.gather(logits, -1, index.unsqueeze(-1)).squeeze(-1)  # (B, T) z_{o_t}
+        lse = torch.stack([torch.logsumexp(row, dim=-1) for row in logits])  # (B, T) log Σ e^z
+        return picked - lse                                  # log p = z_{o_t} - log Σ_j e^{z_j}
+    # bf16/fp16: z_{o_t} and log Σ e^z are each rounded, and their difference keeps the error
+    # (measured in the chapter); log_softmax rounds once, so take it one row at a time instead
     out = []
-    for row_logits, row_index in zip(logits, index):                          # (T, V), (T,)
-        row_logps = F.log_softmax(row_logits, dim=-1)                         # (T, V) one row only
+    for row_logits, row_index in zip(logits, index):                    # (T, V), (T,)
+        row_logps = F.log_softmax(row_logits, dim=-1)                   # (T, V) one row only
         out.append(row_logps.gather(-1, row_index.unsqueeze(-1)).squeeze(-1))
     return torch.stack(out)
 
 # %% ../nbs/05_logprobs.ipynb #0fad2d89
 def entropy_from_logits(
-    logits: torch.Tensor,  # (B, T, V)
-    chunk_size: int = 128, # rows of (T, V) processed at once
-) -> torch.Tensor:         # (B, T) entropy in nats
+    logits: torch.Tensor,   # (B, T, V)
+    chunk_size: int = 128,  # rows of (T, V) processed at once
+) -> torch.Tensor:          # (B, T) entropy in nats
     "Entropy -Σ p log p of the softmax at each position, computed a chunk of rows at a time."
-    flat = logits.reshape(-1, logits.size(-1))                                # (B·T, V)
+    flat = logits.reshape(-1, logits.size(-1))                          # (B·T, V)
     out = []
     for chunk in flat.split(chunk_size):
-        logps = F.log_softmax(chunk.float(), dim=-1)                          # (c, V)
-        out.append(-(logps.exp() * logps).sum(-1))                            # (c,)
+        logps = F.log_softmax(chunk.float(), dim=-1)                    # (c, V), fp32 for bf16 too
+        out.append(-(logps.exp() * logps).sum(-1))                      # (c,)
     return torch.cat(out).reshape(logits.shape[:-1])
 
 # %% ../nbs/05_logprobs.ipynb #0a234eb3
+def _full_logits_rows(model, ids, mask, K: int, temperature: float, compute_entropy: bool,
+                      entropy_grad: bool):
+    "log π (and the entropy) of one batch of rows, from the model's own (b, K, V) logits."
+    out = model(input_ids=ids, attention_mask=mask, logits_to_keep=K + 1, use_cache=False)
+    # position t predicts token t+1; [-K:] also serves a model that ignores logits_to_keep
+    logits = out.logits[:, :-1, :][:, -K:, :] / temperature        # (b, K, V)
+    logps = selective_log_softmax(logits, ids[:, -K:])             # (b, K)
+    if not compute_entropy: return logps, None
+    with contextlib.nullcontext() if entropy_grad else torch.no_grad():
+        return logps, entropy_from_logits(logits)                  # (b, K)
+
 def per_token_logps(
-    model,                          # a causal LM: model(input_ids, attention_mask, logits_to_keep=..., use_cache=False) -> .logits
+    model,                          # a causal LM: input_ids, attention_mask, logits_to_keep
     input_ids: torch.Tensor,        # (B, T) prompt ‖ completion token ids
     attention_mask: torch.Tensor,   # (B, T) 1 for real tokens, 0 for padding
     logits_to_keep: int,            # K: score the last K tokens (the completion)
     temperature: float = 1.0,       # the sampling temperature; logits are divided by it
     batch_size: int | None = None,  # rows per forward pass (None: all at once)
-    compute_entropy: bool = False,  # also return the (B, K) entropy of each position's distribution
-    chunk_size: int | None = None,  # positions per lm_head chunk (None/0: the model's own (b, K, V) logits)
-    entropy_grad: bool = False,     # keep the entropy's graph (an entropy bonus in the loss); else it is detached
-):
-    "(B, K) log π of the last K tokens, `batch_size` rows per forward so the (B, T, V) logits never exist at once."
-    bs = batch_size or input_ids.size(0)
+    compute_entropy: bool = False,  # also return the (B, K) entropy at each position
+    chunk_size: int | None = None,  # positions per lm_head chunk (None/0: the whole logits)
+    entropy_grad: bool = False,     # keep the entropy's graph (an entropy bonus); else detached
+):                                  # -> (B, K) log-probs, or (log-probs, entropy)
+    "(B, K) log π_θ at `temperature` of the last K tokens, `batch_size` rows per forward pass."
+    rows = batch_size or input_ids.size(0)
     head = _chunkable_head(model) if chunk_size else None
-    all_logps, all_ent = [], []
-    for i in range(0, input_ids.size(0), bs):
-        ids, am = input_ids[i:i + bs], attention_mask[i:i + bs]                       # (b, T)
-        targets = ids[:, -logits_to_keep:]                                            # (b, K) token t+1
-        if head is not None:
-            with _hidden_states_out(head):                                            # .logits holds h: (b, K+1, C)
-                h = model(input_ids=ids, attention_mask=am, logits_to_keep=logits_to_keep + 1, use_cache=False).logits
-            lp, ent = chunked_head_logps(h[:, :-1, :][:, -logits_to_keep:], head.weight, head.bias, targets,
-                                         temperature, chunk_size, compute_entropy, entropy_grad)
-            all_logps.append(lp); all_ent.append(ent)
-            continue
-        logits = model(input_ids=ids, attention_mask=am, logits_to_keep=logits_to_keep + 1, use_cache=False).logits  # (b, K+1, V)
-        logits = logits[:, :-1, :][:, -logits_to_keep:, :] / temperature              # (b, K, V): t predicts t+1
-        all_logps.append(selective_log_softmax(logits, targets))                      # (b, K)
-        if compute_entropy:
-            with contextlib.nullcontext() if entropy_grad else torch.no_grad(): all_ent.append(entropy_from_logits(logits))
-    logps = torch.cat(all_logps)                                                      # (B, K)
-    return (logps, torch.cat(all_ent)) if compute_entropy else logps
+    all_logps, all_entropy = [], []
+    for start in range(0, input_ids.size(0), rows):
+        ids, mask = input_ids[start:start + rows], attention_mask[start:start + rows]   # (b, T)
+        if head is None:
+            logps, entropy = _full_logits_rows(model, ids, mask, logits_to_keep, temperature,
+                                               compute_entropy, entropy_grad)
+        else:
+            logps, entropy = _chunked_head_rows(model, head, ids, mask, logits_to_keep,
+                                                temperature, chunk_size, compute_entropy,
+                                                entropy_grad)
+        all_logps.append(logps)
+        all_entropy.append(entropy)
+    logps = torch.cat(all_logps)                                                        # (B, K)
+    return (logps, torch.cat(all_entropy)) if compute_entropy else logps
 
 # %% ../nbs/05_logprobs.ipynb #bf60a4e8
-def _head_chunk(h, weight, bias, idx, temperature: float, want_entropy: bool, entropy_grad: bool = False):
-    "log p(idx) (and the entropy) of one chunk of positions: h (c, C) -> logits (c, V), never kept for backward."
-    logits = F.linear(h, weight, bias).float() / temperature                  # (c, V)  z = W h / T
-    logps = logits.log_softmax(-1)                                            # (c, V)
-    picked = logps.gather(-1, idx[:, None]).squeeze(-1)                       # (c,)    log p(o_t)
-    ent = -(logps.exp() * logps).sum(-1) if want_entropy else None            # (c,)    -Σ p log p
+def _head_chunk(h, weight, bias, idx, temperature: float, want_entropy: bool,
+                entropy_grad: bool = False):
+    "log p(idx) (and the entropy) of one chunk: h (c, C) -> logits (c, V), not kept after."
+    logits = F.linear(h, weight, bias).float() / temperature            # (c, V)  z = W h / T
+    logps = logits.log_softmax(-1)                                      # (c, V)
+    picked = logps.gather(-1, idx[:, None]).squeeze(-1)                 # (c,)    log p(o_t)
+    ent = -(logps.exp() * logps).sum(-1) if want_entropy else None      # (c,)    -Σ p log p
     return picked, (ent if entropy_grad or ent is None else ent.detach())
 
 def chunked_head_logps(
-    hidden: torch.Tensor,           # (B, K, C) final hidden states (after the last norm) that predict `index`
-    weight: torch.Tensor,           # (V, C) the lm_head weight (tied to the embedding in Qwen2.5-0.5B/1.5B)
+    hidden: torch.Tensor,           # (B, K, C) final hidden states (after the last norm)
+    weight: torch.Tensor,           # (V, C) the lm_head weight (the embedding's, when tied)
     bias: torch.Tensor | None,      # (V,) or None
-    index: torch.Tensor,            # (B, K) the sampled tokens
+    index: torch.Tensor,            # (B, K) the sampled tokens, which `hidden` predicts
     temperature: float = 1.0,
     chunk_size: int = 256,          # positions whose logits exist at once
     compute_entropy: bool = False,
-    entropy_grad: bool = False,     # the entropy keeps its graph (recomputed in backward like the log-probs)
+    entropy_grad: bool = False,     # the entropy keeps its graph (recomputed in backward too)
 ):                                  # -> (logps (B, K), entropy (B, K) or None)
-    "Log-probs of `index` under softmax(W h / T), a chunk of positions at a time, recomputed in backward."
-    B, K, Cd = hidden.shape
-    h, idx = hidden.reshape(B * K, Cd), index.reshape(B * K)                  # (B·K, C), (B·K,)
-    lps, ents = [], []
-    for s in range(0, B * K, chunk_size):
-        args = (h[s:s + chunk_size], weight, bias, idx[s:s + chunk_size], temperature, compute_entropy, entropy_grad)
-        lp, ent = checkpoint(_head_chunk, *args, use_reentrant=False) if torch.is_grad_enabled() else _head_chunk(*args)
-        lps.append(lp); ents.append(ent)
-    ent = torch.cat(ents).reshape(B, K) if compute_entropy else None
-    return torch.cat(lps).reshape(B, K), ent
+    "Log-probs of `index` under softmax(W h / T), a chunk of positions at a time."
+    B, K, C = hidden.shape
+    h, idx = hidden.reshape(B * K, C), index.reshape(B * K)             # (B·K, C), (B·K,)
+    logps, entropies = [], []
+    for start in range(0, B * K, chunk_size):
+        part = slice(start, start + chunk_size)
+        args = (h[part], weight, bias, idx[part], temperature, compute_entropy, entropy_grad)
+        if torch.is_grad_enabled():                     # backward recomputes the chunk's logits
+            lp, ent = checkpoint(_head_chunk, *args, use_reentrant=False)
+        else:
+            lp, ent = _head_chunk(*args)
+        logps.append(lp)
+        entropies.append(ent)
+    entropy = torch.cat(entropies).reshape(B, K) if compute_entropy else None
+    return torch.cat(logps).reshape(B, K), entropy
 
 # %% ../nbs/05_logprobs.ipynb #d45a70e1
-_PLAIN_HEAD = ("qwen2", "llama", "mistral", "qwen3")     # logits = lm_head(final hidden state), nothing after it
+_PLAIN_HEAD = ("qwen2", "llama", "mistral", "qwen3")   # logits = lm_head(h), nothing after it
 
 def _chunkable_head(model):
-    "The lm_head (an nn.Linear) when the model's logits are exactly lm_head(h); None otherwise (use the full path)."
-    inner = getattr(model, "module", model)                                   # DDP wraps the model in .module
-    cfg, head = getattr(inner, "config", None), getattr(inner, "get_output_embeddings", lambda: None)()
-    if getattr(cfg, "model_type", None) not in _PLAIN_HEAD or not isinstance(head, torch.nn.Linear): return None
-    if type(head.weight).__name__ in ("DTensor", "FlatParameter") or hasattr(head.weight, "ds_id"): return None  # sharded
-    return head
+    "The lm_head (an nn.Linear) when the logits are exactly lm_head(h); else None (full path)."
+    inner = getattr(model, "module", model)                   # DDP wraps the model in .module
+    cfg = getattr(inner, "config", None)
+    head = getattr(inner, "get_output_embeddings", lambda: None)()
+    if getattr(cfg, "model_type", None) not in _PLAIN_HEAD or not isinstance(head, torch.nn.Linear):
+        return None
+    weight = head.weight                  # FSDP / ZeRO-3: the weight is not whole on this process
+    sharded = type(weight).__name__ in ("DTensor", "FlatParameter") or hasattr(weight, "ds_id")
+    return None if sharded else head
 
 @contextlib.contextmanager
 def _hidden_states_out(head):
-    "Inside this block the lm_head returns its input, so the model's `.logits` are the final hidden states."
-    head.forward = lambda x: x                                                # an instance attribute shadows the method
+    "Inside this block the lm_head returns its input: the model's `.logits` are its hidden states."
+    head.forward = lambda x: x                  # an instance attribute shadows the class's method
     try: yield
     finally: del head.forward
+
+def _chunked_head_rows(model, head, ids, mask, K: int, temperature: float, chunk_size: int,
+                       compute_entropy: bool, entropy_grad: bool):
+    "log π (and the entropy) of one batch of rows: final hidden states, then `chunked_head_logps`."
+    with _hidden_states_out(head):                            # .logits holds h: (b, K+1, C)
+        out = model(input_ids=ids, attention_mask=mask, logits_to_keep=K + 1, use_cache=False)
+    return chunked_head_logps(out.logits[:, :-1, :][:, -K:], head.weight, head.bias, ids[:, -K:],
+                              temperature, chunk_size, compute_entropy, entropy_grad)
