@@ -664,6 +664,7 @@ class FieldParser(HfArgumentParser):
             if kind is bool: action.nargs, action.const = "?", True       # a bare --bf16 is --bf16 true
 
     def _not_an_option(self, key: str) -> str:
+        "The sentence for an unknown --key: the closest option it has."
         flags = [s for action in self._actions for s in action.option_strings]
         return f"--{key} is not an option of {self.prog}.{closest('--' + key, flags)}"
 
