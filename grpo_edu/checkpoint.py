@@ -1,4 +1,10 @@
-"""A checkpoint is written to a temporary folder and renamed into place, so a crash mid-save never leaves a broken one.
+"""Loading a policy, atomic checkpoints (a temp folder renamed) and an exact resume.
+
+A checkpoint holds model, tokenizer, optimizer, scheduler, RNG states and step.
+
+Why rename is enough for atomicity: `os.replace` of a directory entry is atomic on POSIX filesystems; a
+process killed while writing leaves only a `.tmp` folder, which `latest_checkpoint` ignores and the next save
+removes.
 
 Docs: https://grpo-edu.github.io/grpo_edu/api/checkpoint.html.md"""
 
@@ -6,38 +12,40 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/checkpoint.html.md"""
 
 # %% auto #0
 __all__ = ['rng_state', 'set_rng_state', 'checkpoint_tmp', 'save_checkpoint', 'checkpoints', 'latest_checkpoint',
-           'resolve_checkpoint', 'load_trainer_state', 'check_model_folder']
+           'resolve_checkpoint', 'load_trainer_state', 'check_model_folder', 'load_policy', 'reference_model',
+           'read_safetensors', 'load_weights', 'check_resumable', 'rng_for_process', 'save_run', 'restore_run',
+           'StopSignal']
 
-# %% ../nbs/api/08_checkpoint.ipynb #e18c527d
-"""Checkpoints: model, tokenizer, optimizer, scheduler, RNG states and step, written atomically.
-
-Why rename is enough for atomicity: `os.replace` of a directory entry is atomic on POSIX filesystems; a process
-killed while writing leaves only a `.tmp` folder, which `latest_checkpoint` ignores and the next save removes.
-"""
-import os, random, shutil, time
+# %% ../nbs/api/08_checkpoint.ipynb #6c1d2e3f
+import copy, os, random, shutil, signal, threading, time
 from pathlib import Path
 import torch
-from .errors import GRPOEduError
+from accelerate.utils import gather_object
+from tqdm.auto import tqdm
+from transformers import AutoModelForCausalLM, AutoTokenizer
+from .errors import GRPOEduError, check_local_path, model_load_error
 
 # %% ../nbs/api/08_checkpoint.ipynb #5a19190d
 def rng_state() -> dict:
     "Python, torch CPU and CUDA RNG states."
-    s = {"python": random.getstate(), "torch": torch.get_rng_state()}
-    if torch.cuda.is_available(): s["cuda"] = torch.cuda.get_rng_state_all()
-    return s
+    state = {"python": random.getstate(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available(): state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
 
-def set_rng_state(s: dict):
+def set_rng_state(state: dict):
     "Restore what `rng_state` saved."
-    random.setstate(s["python"]); torch.set_rng_state(s["torch"])
-    if "cuda" in s and torch.cuda.is_available(): torch.cuda.set_rng_state_all(s["cuda"])
+    random.setstate(state["python"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available(): torch.cuda.set_rng_state_all(state["cuda"])
 
 # %% ../nbs/api/08_checkpoint.ipynb #7be8246f
 def checkpoint_tmp(
     output_dir,             # the run folder
     step: int,              # the step being saved
-    fresh: bool = True,     # remove leftovers of crashed saves and create the folder (main process); False: the path only
+    fresh: bool = True,     # clear crashed saves, create the folder (main process); False: the path only
 ) -> Path:
-    "The temp folder `checkpoint-{step}` is written into before the rename (other processes may write into it too)."
+    "The temp folder `checkpoint-{step}` is written into before the rename (other processes may write into "
+    "it too)."
     out = Path(output_dir)
     if fresh:
         out.mkdir(parents=True, exist_ok=True)
@@ -52,8 +60,8 @@ def save_checkpoint(
     tokenizer,
     state: dict,            # optimizer/scheduler state dicts, rng, anything else to restore
     save_total_limit: int | None = None,  # keep the newest N checkpoints
-    model_state_dict: dict | None = None, # the full weights to write instead of model's own (gathered from shards)
-    tmp: Path | None = None,              # a `checkpoint_tmp` folder other processes already wrote into (None: a new one)
+    model_state_dict: dict | None = None, # the full weights to write instead of model's own (from shards)
+    tmp: Path | None = None,          # a `checkpoint_tmp` folder other processes wrote into (None: a new one)
 ) -> Path:
     "Write `checkpoint-{step}` atomically: into a temp folder, fsync, then rename into place."
     out, final = Path(output_dir), Path(output_dir) / f"checkpoint-{step}"
@@ -63,36 +71,42 @@ def save_checkpoint(
     torch.save({**state, "step": step, "time": time.time()}, tmp / "trainer_state.pt")
     for f in tmp.rglob("*"):
         if f.is_file():
-            with open(f, "rb") as fh: os.fsync(fh.fileno())
+            with open(f, "rb") as handle: os.fsync(handle.fileno())
     if final.exists(): shutil.rmtree(final)
     os.replace(tmp, final)                                            # the atomic step
     if save_total_limit:             # the one just written, whatever its step, and the newest N-1 others
         others = [p for p in checkpoints(out) if p != final]
-        for old in others[:max(0, len(others) - (save_total_limit - 1))]: shutil.rmtree(old, ignore_errors=True)
+        for old in others[:max(0, len(others) - (save_total_limit - 1))]:
+            shutil.rmtree(old, ignore_errors=True)
     return final
 
 # %% ../nbs/api/08_checkpoint.ipynb #edf48e65
 def checkpoints(output_dir) -> list[Path]:
-    "The `checkpoint-{step}` folders in `output_dir`, oldest step first (temp folders and other names are ignored)."
-    cks = [p for p in Path(output_dir).glob("checkpoint-*") if p.is_dir() and p.name.split("-", 1)[1].isdigit()]
-    return sorted(cks, key=lambda p: int(p.name.split("-", 1)[1]))
+    "The `checkpoint-{step}` folders in `output_dir`, oldest first (temp folders and other names are "
+    "ignored)."
+    found = [p for p in Path(output_dir).glob("checkpoint-*")
+             if p.is_dir() and p.name.split("-", 1)[1].isdigit()]
+    return sorted(found, key=lambda p: int(p.name.split("-", 1)[1]))
 
 def latest_checkpoint(output_dir) -> Path | None:
     "The complete checkpoint with the highest step in `output_dir` (temp folders are ignored)."
-    cks = [p for p in checkpoints(output_dir) if (p / "trainer_state.pt").exists()]
-    return cks[-1] if cks else None
+    complete = [p for p in checkpoints(output_dir) if (p / "trainer_state.pt").exists()]
+    return complete[-1] if complete else None
 
 def resolve_checkpoint(path, output_dir) -> Path:
-    "The checkpoint that `resume_from_checkpoint=path` names ('latest': the newest in output_dir), or a GRPOEduError."
+    "The checkpoint `resume_from_checkpoint=path` names ('latest': the newest in output_dir), or a "
+    "GRPOEduError."
     if str(path) == "latest":
-        if (p := latest_checkpoint(output_dir)) is None:
-            raise GRPOEduError(f"resume_from_checkpoint='latest': output_dir={str(output_dir)!r} holds no complete checkpoint (a "
-                               f"checkpoint-N folder with trainer_state.pt). Set --output_dir to the run's folder, or start a "
-                               f"new run without --resume_from_checkpoint.")
-        return p
+        if (found := latest_checkpoint(output_dir)) is None:
+            raise GRPOEduError(f"resume_from_checkpoint='latest': output_dir={str(output_dir)!r} holds no "
+                               "complete checkpoint (a checkpoint-N folder with trainer_state.pt). Set "
+                               "--output_dir to the run's folder, or start a new run without "
+                               "--resume_from_checkpoint.")
+        return found
     if not (Path(path) / "trainer_state.pt").exists():
-        raise GRPOEduError(f"resume_from_checkpoint={str(path)!r}: no complete checkpoint there (a checkpoint folder holds "
-                           f"trainer_state.pt). Pass a folder like {output_dir}/checkpoint-50, or 'latest'.")
+        raise GRPOEduError(f"resume_from_checkpoint={str(path)!r}: no complete checkpoint there (a "
+                           "checkpoint folder holds trainer_state.pt). Pass a folder like "
+                           f"{output_dir}/checkpoint-50, or 'latest'.")
     return Path(path)
 
 # %% ../nbs/api/08_checkpoint.ipynb #27ab6308
@@ -105,12 +119,199 @@ def check_model_folder(
     name,        # what was given as a model: a Hub id or a local path
     field: str,  # the field or option it came from, named in the message
 ) -> None:
-    "Raise GRPOEduError when `name` is a folder without config.json: a run's folder (its models are its checkpoints) or none."
-    p = Path(str(name)).expanduser()
-    if not p.is_dir() or (p / "config.json").exists(): return
-    if (ck := latest_checkpoint(p)) is not None:
-        raise GRPOEduError(f"{field}={str(name)!r} is a training run's folder, not a model: the models it trained are its "
-                           f"checkpoints. Give one, e.g. {field}={ck} (the newest).")
-    raise GRPOEduError(f"{field}={str(name)!r} is a folder without config.json, so it holds no model. Give a folder that "
-                       f"save_pretrained wrote (config.json, the weights and the tokenizer files), a checkpoint-N folder of a "
-                       f"grpo-edu run, or a Hub id such as Qwen/Qwen2.5-0.5B-Instruct.")
+    "Refuse a folder without config.json: a run's folder (its models are its checkpoints) or no model at all."
+    folder = Path(str(name)).expanduser()
+    if not folder.is_dir() or (folder / "config.json").exists(): return
+    if (newest := latest_checkpoint(folder)) is not None:
+        raise GRPOEduError(f"{field}={str(name)!r} is a training run's folder, not a model: the models it "
+                           f"trained are its checkpoints. Give one, e.g. {field}={newest} (the newest).")
+    raise GRPOEduError(f"{field}={str(name)!r} is a folder without config.json, so it holds no model. Give a "
+                       "folder that save_pretrained wrote (config.json, the weights and the tokenizer "
+                       "files), a checkpoint-N folder of a grpo-edu run, or a Hub id such as "
+                       "Qwen/Qwen2.5-0.5B-Instruct.")
+
+# %% ../nbs/api/08_checkpoint.ipynb #e9240667
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "auto": "auto"}
+
+def load_policy(
+    name: str,                            # a Hub id or a local folder
+    torch_dtype: str = "float32",         # the weights' dtype (GRPOConfig.torch_dtype)
+    field: str = "model_name_or_path",    # the option `name` came from, for the error message
+    model_init_kwargs: dict | None = None,  # more from_pretrained arguments (GRPOConfig.model_init_kwargs)
+):
+    "A causal LM and its tokenizer (left padding, a pad token) from a Hub id or a local folder."
+    from grpo_edu.config import MODEL_EXAMPLE                      # (config imports this module)
+    check_local_path(name, field, MODEL_EXAMPLE)                  # a mistyped folder, not a failed Hub lookup
+    check_model_folder(name, field)                                # a run's folder, not its checkpoint
+    kwargs = model_init_kwargs or {}
+    try:                                                          # as TRL: the tokenizer of the same revision
+        revision = {k: kwargs[k] for k in ("revision",) if k in kwargs}
+        tokenizer = AutoTokenizer.from_pretrained(name, **revision)
+        model = AutoModelForCausalLM.from_pretrained(name, **{**kwargs, "dtype": _DTYPES[torch_dtype]})
+    except (OSError, ValueError, *((TypeError, ImportError) if kwargs else ())) as e:   # without kwargs: bugs
+        raise model_load_error(e, f"could not load model {name!r}",
+            "If it is a Hub id, the Hugging Face Hub may be unreachable from here and the model is not in "
+            f"the local cache: download it where there is network (`hf download {name}`) and copy the folder "
+            f"over, or set {field} to a local folder that holds config.json, the weights and the tokenizer "
+            "files.",
+            kwargs) from None
+    if tokenizer.pad_token is None: tokenizer.pad_token = tokenizer.eos_token
+    tokenizer.padding_side = "left"
+    return model, tokenizer
+
+# %% ../nbs/api/08_checkpoint.ipynb #a832e1b7
+def reference_model(
+    model,                           # the policy, before accelerate's prepare
+    model_id: str | None,            # its Hub id or folder (None: it came loaded)
+    torch_dtype: str = "float32",
+    model_init_kwargs: dict | None = None,
+) -> torch.nn.Module:
+    "A frozen π_ref: a deep copy of the policy, or, when ZeRO-3's zero.Init loaded it as shards, loaded "
+    "again."
+    if any(hasattr(p, "ds_id") for p in model.parameters()):   # a copy of a shard would alias the policy's
+        if model_id is None:
+            raise GRPOEduError("beta > 0 under DeepSpeed ZeRO-3 needs its own reference model, but the "
+                               "policy was passed already loaded as ZeRO-3 shards: pass the model as an id "
+                               "or path (model='Qwen/...'), or set zero3_init_flag: false in the accelerate "
+                               "config.")
+        model = load_policy(model_id, torch_dtype, model_init_kwargs=model_init_kwargs)[0]
+        return model.eval().requires_grad_(False)
+    return copy.deepcopy(model).eval().requires_grad_(False)
+
+# %% ../nbs/api/08_checkpoint.ipynb #5e947a1a
+def read_safetensors(folder) -> dict:
+    "Every tensor in the folder's *.safetensors files (a model saved in shards is read whole)."
+    from safetensors.torch import load_file
+    return {k: v for f in sorted(Path(folder).glob("*.safetensors")) for k, v in load_file(str(f)).items()}
+
+def load_weights(
+    model,               # the run's model, loaded into in place
+    state_dict: dict,    # a checkpoint's tensors (read_safetensors)
+    path,                # the checkpoint as the user named it, for the message
+) -> None:
+    "Load a checkpoint's tensors into `model`, refusing ones saved from another model (a tied lm_head is "
+    "saved once)."
+    own, saved = dict(model.named_parameters()), set(state_dict)   # named_parameters lists a tied weight once
+    missing, unexpected = sorted(set(own) - saved), sorted(saved - set(model.state_dict()))
+    reshaped = [f"{k} {tuple(state_dict[k].shape)} vs {tuple(own[k].shape)}" for k in sorted(saved & set(own))
+                if state_dict[k].shape != own[k].shape]
+    problems = (("tensors missing", missing), ("unexpected tensors", unexpected),
+                ("tensors of another shape (saved vs this model)", reshaped))
+    if said := [f"{len(names)} {what}, e.g. {names[0]}" for what, names in problems if names]:
+        raise GRPOEduError(f"resume_from_checkpoint={path!r}: its weights are not this model's "
+                           f"({'; '.join(said)}). Resume with the model_name_or_path the run was started "
+                           "with, or start a new run from those weights with --model_name_or_path pointing "
+                           "at the checkpoint folder.")
+    model.load_state_dict(state_dict, strict=False)               # strict=False: only the tied copy is absent
+
+# %% ../nbs/api/08_checkpoint.ipynb #95398fe4
+def check_resumable(
+    state: dict,     # the checkpoint's trainer state (load_trainer_state)
+    path,            # resume_from_checkpoint as given ('latest' or a folder)
+    folder,          # the checkpoint folder it resolved to
+    sharded: bool,   # this run keeps its optimizer in shards (FSDP, DeepSpeed)
+    optim: str,      # this run's optimizer (GRPOConfig.optim)
+) -> None:
+    "Refuse a checkpoint whose optimizer state this run cannot load: saved with(out) sharding, or by another "
+    "optim."
+    if sharded != ("optimizer" not in state):
+        raise GRPOEduError(f"resume_from_checkpoint={path!r}: that checkpoint was saved "
+                           f"{'without' if sharded else 'with'} FSDP / DeepSpeed, and this run is "
+                           f"{'' if sharded else 'not '}sharded, so its optimizer state does not fit. Resume "
+                           "with the accelerate config it was saved with, or start a new run from its "
+                           f"weights: --model_name_or_path {folder}.")
+    if state.get("optim", optim) != optim:                  # AdamW's and 8-bit AdamW's states have other keys
+        raise GRPOEduError(f"resume_from_checkpoint={path!r}: that checkpoint holds the state of "
+                           f"optim={state['optim']}, and this run uses optim={optim}. Resume with --optim "
+                           f"{state['optim']}, or start a new run from its weights: --model_name_or_path "
+                           f"{folder}.")
+
+# %% ../nbs/api/08_checkpoint.ipynb #31ccf5b0
+def rng_for_process(
+    saved,               # the checkpoint's "rng": one state per process (or one dict for all)
+    process_index: int,  # this process
+    num_processes: int,  # processes in this run
+) -> dict:
+    "This process's RNG state from a checkpoint; on another process count, a state that exists, said once."
+    if isinstance(saved, dict): return saved
+    if len(saved) != num_processes and process_index == 0:
+        print(f"[grpo-edu] the checkpoint was saved by {len(saved)} process(es), resuming on "
+              f"{num_processes}: weights, optimizer, scheduler and step are restored exactly, but sampling "
+              "continues from different random streams.")
+    return saved[process_index % len(saved)]
+
+# %% ../nbs/api/08_checkpoint.ipynb #ff2e3a9f
+def save_run(
+    accelerator,                # accelerate's Accelerator: this process's part
+    model, optimizer, scheduler, tokenizer,   # as prepared by accelerate
+    output_dir, step: int,
+    state: dict,                # the trainer's own state to keep (from the main process)
+    sharded: bool = False,      # FSDP / DeepSpeed: the optimizer in shards, written by every process
+    save_total_limit: int | None = None,
+    reference=None,             # a π_ref to keep beside the weights (TR-DPO moves it), or None
+) -> Path | None:               # the checkpoint folder (None on the other processes)
+    "Every process's part of an atomic checkpoint of a run; the main process writes it and renames it into "
+    "place."
+    main = accelerator.is_main_process
+    accelerator.wait_for_everyone()
+    rngs = gather_object([rng_state()])             # every process's RNG: their streams differ after sampling
+    weights = accelerator.get_state_dict(model) if sharded else None   # gathered: full weights on process 0
+    tmp = checkpoint_tmp(output_dir, step, fresh=main)
+    if sharded:                                            # every process writes its optimizer shard
+        accelerator.wait_for_everyone()
+        accelerator.save_state(str(tmp / "sharded"))
+    if reference is not None and main: reference.save_pretrained(tmp / "reference", safe_serialization=True)
+    path = None
+    if main:
+        state = {**state, "scheduler": scheduler.state_dict(), "rng": rngs,
+                 **({} if sharded else {"optimizer": optimizer.state_dict()})}
+        path = save_checkpoint(output_dir, step, accelerator.unwrap_model(model), tokenizer, state,
+                               save_total_limit, model_state_dict=weights, tmp=tmp)
+    accelerator.wait_for_everyone()
+    return path
+
+def restore_run(
+    accelerator, model, optimizer, scheduler,   # as prepared by accelerate, loaded into in place
+    path,                       # resume_from_checkpoint: a checkpoint folder, or 'latest'
+    output_dir,                 # where 'latest' is looked for
+    sharded: bool = False,      # this run keeps its optimizer in shards (FSDP, DeepSpeed)
+    optim: str = "adamw_torch", # this run's optimizer
+) -> tuple[dict, Path]:         # (the checkpoint's trainer state, its folder)
+    "Load a checkpoint's weights, optimizer, schedule and this process's RNG state; return the rest of its "
+    "state."
+    folder = resolve_checkpoint(path, output_dir)
+    state = load_trainer_state(folder)
+    check_resumable(state, path, folder, sharded, optim)
+    if sharded: accelerator.load_state(str(folder / "sharded"))  # weights and optimizer shards, every process
+    else:
+        load_weights(accelerator.unwrap_model(model), read_safetensors(folder), path)
+        optimizer.load_state_dict(state["optimizer"])
+    scheduler.load_state_dict(state["scheduler"])
+    set_rng_state(rng_for_process(state["rng"], accelerator.process_index, accelerator.num_processes))
+    return state, folder
+
+# %% ../nbs/api/08_checkpoint.ipynb #c63b10bf
+class StopSignal:
+    "Ctrl-C (SIGINT) or SIGTERM asks a run to finish its step, save and exit; Ctrl-C again stops it at once."
+    def __init__(self): self.received, self.at = 0, 0.0        # the signal (0: none) and when it came
+
+    def handle(self, sig, frame):
+        if self.received:       # a launcher forwards the terminal's Ctrl-C: a worker gets it twice within ms
+            if sig == signal.SIGINT and time.monotonic() - self.at > 1.0: raise KeyboardInterrupt
+            return
+        self.received, self.at = int(sig), time.monotonic()
+        tqdm.write(f"[grpo-edu] {signal.Signals(sig).name}: finishing this step, then saving a checkpoint "
+                   f"(Ctrl-C again to abort).")
+
+    def install(self) -> dict:
+        "Handle SIGINT and SIGTERM from now on (main thread only); return the handlers to put back."
+        if threading.current_thread() is not threading.main_thread(): return {}
+        replaced = {s: signal.signal(s, self.handle) for s in (signal.SIGINT, signal.SIGTERM)}
+        return {s: old for s, old in replaced.items() if old is not None}
+
+    def agreed(self, accelerator) -> int:
+        "The signal any process received (0: none): every process must leave after the same step."
+        if accelerator.num_processes == 1: return self.received
+        flag = torch.tensor([self.received], device=accelerator.device)
+        torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX)
+        return int(flag.item())

@@ -1,4 +1,11 @@
-"""`f(prompts, completions, completion_ids, **dataset_columns) -> list[float | None]`: your TRL reward functions work unchanged.
+"""Reward functions with TRL's signature: the built-ins, a reward model, and calling yours.
+
+`f(prompts, completions, completion_ids, **dataset_columns) -> list[float | None]`: a reward function
+written for TRL 1.16 runs here unchanged.
+
+Why rule-based rewards are safe here: GSM8K answers are single numbers, so a numeric comparison is an exact
+verifier (DeepSeekMath's "outcome supervision"); nothing needs to be learned about what a correct answer
+looks like.
 
 Docs: https://grpo-edu.github.io/grpo_edu/api/rewards.html.md"""
 
@@ -6,18 +13,18 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/rewards.html.md"""
 
 # %% auto #0
 __all__ = ['REWARD_FUNCS', 'completion_text', 'parse_number', 'extract_gsm8k_answer', 'extract_final_answer', 'answers_match',
-           'accuracy_reward', 'format_reward', 'length_reward', 'ModelReward', 'get_reward_func', 'is_import_path',
-           'import_reward_func']
+           'accuracy_reward', 'format_reward', 'length_reward', 'exact_match_reward', 'ModelReward', 'get_reward_func',
+           'is_import_path', 'import_reward_func', 'reward_name', 'call_reward_funcs', 'reward_extras',
+           'weighted_rewards', 'score_completions', 'rewards_and_advantages', 'reward_columns_missing',
+           'check_reward_columns']
 
-# %% ../nbs/api/02_rewards.ipynb #48cb77f8
-"""Reward functions with TRL's signature: correctness on GSM8K-style answers, format, length, and a reward model.
-
-Why rule-based rewards are safe here: GSM8K answers are single numbers, so a numeric comparison is an exact
-verifier (DeepSeekMath's "outcome supervision"); nothing needs to be learned about what a correct answer looks like.
-"""
-import importlib, math, os, re, sys
+# %% ../nbs/api/02_rewards.ipynb #3f0a1c2e
+import asyncio, importlib, inspect, math, numbers, os, re, sys
+from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 import torch
+from .advantages import decoupled_advantages, group_advantages, group_reward_std, nanstd
 from .errors import GRPOEduError, closest, model_load_error
 
 # %% ../nbs/api/02_rewards.ipynb #8895081c
@@ -36,9 +43,9 @@ _NUM = re.compile(r"-?\$?\d[\d,]*(?:\.\d+)?")
 def parse_number(text) -> float | None:
     "The number in `text` ('$1,234.50' -> 1234.5, '72.' -> 72.0), or None when there is none."
     if text is None: return None
-    m = _NUM.findall(str(text))
-    if not m: return None
-    try: return float(m[-1].replace("$", "").replace(",", ""))
+    found = _NUM.findall(str(text))
+    if not found: return None
+    try: return float(found[-1].replace("$", "").replace(",", ""))
     except ValueError: return None
 
 # %% ../nbs/api/02_rewards.ipynb #55590055
@@ -53,7 +60,8 @@ _ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 
 # %% ../nbs/api/02_rewards.ipynb #ece0a87b
 def extract_final_answer(text: str) -> str | None:
-    "The model's final answer: inside `<answer>…</answer>` if present, else after `####`, else the last number."
+    "The model's final answer: inside `<answer>…</answer>` if present, else after `####`, else the last "
+    "number."
     tags = _ANSWER_TAG.findall(text)
     if tags: return tags[-1].strip()
     if "####" in text: return extract_gsm8k_answer(text)
@@ -63,13 +71,15 @@ def extract_final_answer(text: str) -> str | None:
 # %% ../nbs/api/02_rewards.ipynb #ec896176
 def answers_match(predicted, reference, tol: float = 1e-6) -> bool:
     "Numeric comparison: '72' = '72.0' = '$72' = '72 apples'."
-    a, b = parse_number(predicted), parse_number(reference)
-    return a is not None and b is not None and math.isclose(a, b, rel_tol=0, abs_tol=tol)
+    predicted_number, reference_number = parse_number(predicted), parse_number(reference)
+    return (predicted_number is not None and reference_number is not None
+            and math.isclose(predicted_number, reference_number, rel_tol=0, abs_tol=tol))
 
 # %% ../nbs/api/02_rewards.ipynb #8c11e399
 def accuracy_reward(completions, answer, **kwargs) -> list[float]:
     "1.0 when the completion's final answer equals the reference `answer` numerically, else 0.0."
-    return [float(answers_match(extract_final_answer(completion_text(c)), a)) for c, a in zip(completions, answer)]
+    return [float(answers_match(extract_final_answer(completion_text(completion)), reference))
+            for completion, reference in zip(completions, answer)]
 
 # %% ../nbs/api/02_rewards.ipynb #79ff9755
 _FORMAT = re.compile(r"^\s*<think>.*?</think>\s*<answer>.*?</answer>\s*$", re.DOTALL)
@@ -81,103 +91,295 @@ def format_reward(completions, **kwargs) -> list[float]:
 
 # %% ../nbs/api/02_rewards.ipynb #50833b91
 def length_reward(completions, **kwargs) -> list[float]:
-    "Seed 001's example: longer completions score higher (a reward that is easy to hack — watch the generations)."
+    "Longer completions score higher: a reward that is easy to hack (watch the generations)."
     return [float(len(completion_text(c))) for c in completions]
+
+def exact_match_reward(completions, answer, **kwargs) -> list[float]:
+    "1.0 when the completion, stripped of surrounding spaces, is exactly the reference `answer`, else 0.0."
+    return [float(completion_text(completion).strip() == str(reference).strip())
+            for completion, reference in zip(completions, answer)]
 
 # %% ../nbs/api/02_rewards.ipynb #7724d261
 class ModelReward:
-    "A sequence-classification reward model (id, path or loaded model) as a TRL-signature reward function, scored as TRL scores it."
+    "A sequence-classification reward model (id, path or loaded model) as a reward function, scored as TRL "
+    "does."
     def __init__(self, model, tokenizer=None, batch_size: int = 16, device=None,
-                 model_init_kwargs: dict | None = None):   # more from_pretrained arguments for an id or path, as TRL passes them
-        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+                 model_init_kwargs: dict | None = None):  # more from_pretrained arguments, as TRL passes them
         if isinstance(model, str):
-            kw = model_init_kwargs or {}
-            try:
-                tokenizer = tokenizer or AutoTokenizer.from_pretrained(model, **{k: kw[k] for k in ("revision",) if k in kw})
-                model = AutoModelForSequenceClassification.from_pretrained(model, num_labels=1, **kw)
-            except (OSError, ValueError, *((TypeError, ImportError) if kw else ())) as e:
-                raise model_load_error(e, f"reward_funcs: could not load reward model {model!r}",
-                    f"A reward is a built-in name ({', '.join(REWARD_FUNCS)}) or a sequence-classification model: a local "
-                    f"folder, or a Hub id that is reachable or in the local cache (`hf download {model}` where there is "
-                    f"network).", kw) from None
-        cfg = getattr(model, "config", None)
-        name = getattr(cfg, "_name_or_path", "") or ""
-        if tokenizer is None:                               # as TRL: the tokenizer saved with the model
-            try: tokenizer = AutoTokenizer.from_pretrained(name) if name else None
-            except (OSError, ValueError): tokenizer = None
-            if tokenizer is None:
-                raise GRPOEduError(f"reward_funcs: the reward model {type(model).__name__} came without a tokenizer and its "
-                                   f"config names none that loads ({name!r}). Pass it: GRPOTrainer(..., reward_processing_classes="
-                                   f"[tokenizer]) or ModelReward(model, tokenizer).")
+            model, tokenizer = _load_reward_model(model, tokenizer, model_init_kwargs or {})
+        config = getattr(model, "config", None)
+        name = getattr(config, "_name_or_path", "") or ""
+        if tokenizer is None: tokenizer = _saved_tokenizer(model, name)   # as TRL: the one saved beside it
         if tokenizer.pad_token is None: tokenizer.pad_token = tokenizer.eos_token
-        if cfg is not None: (cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg).pad_token_id = tokenizer.pad_token_id
-        self.model, self.tokenizer, self.batch_size = model.eval(), tokenizer, batch_size   # the score: last non-pad token
-        self.chat_template_kwargs = {}                      # GRPOTrainer sets its args' chat_template_kwargs here, as TRL
+        if config is not None:                               # the score is read at the last non-pad token
+            text_config = config.get_text_config() if hasattr(config, "get_text_config") else config
+            text_config.pad_token_id = tokenizer.pad_token_id
+        self.model, self.tokenizer, self.batch_size = model.eval(), tokenizer, batch_size
+        self.chat_template_kwargs = {}                     # GRPOTrainer sets its args' ones here, as TRL does
         if device is not None: self.model.to(device)
         self.__name__ = name.rstrip("/").split("/")[-1] or "reward_model"
 
     def texts(self, prompts, completions) -> list[str]:
-        "What the model reads: prompt + completion, through the tokenizer's chat template when the prompts are chats (as TRL)."
-        if not isinstance(prompts[0], list): return [p + completion_text(c) for p, c in zip(prompts, completions)]
-        as_msgs = lambda c: c if isinstance(c, list) else [{"role": "assistant", "content": c}]
+        "What the model reads: prompt + completion, through the chat template when the prompts are chats "
+        "(TRL's)."
+        if not isinstance(prompts[0], list):
+            return [p + completion_text(c) for p, c in zip(prompts, completions)]
+        as_messages = lambda c: c if isinstance(c, list) else [{"role": "assistant", "content": c}]
         if not getattr(self.tokenizer, "chat_template", None):
-            raise GRPOEduError(f"reward model `{self.__name__}`: the prompts are chats but its tokenizer has no chat template. "
-                               f"Use string prompts, or give the reward model a tokenizer with a chat template.")
-        return [self.tokenizer.apply_chat_template(p + as_msgs(c), tokenize=False, **self.chat_template_kwargs)
+            raise GRPOEduError(f"reward model `{self.__name__}`: the prompts are chats but its tokenizer has "
+                               "no chat template. Use string prompts, or give the reward model a tokenizer "
+                               "with a chat template.")
+        template = dict(tokenize=False, **self.chat_template_kwargs)
+        return [self.tokenizer.apply_chat_template(p + as_messages(c), **template)
                 for p, c in zip(prompts, completions)]
 
     @torch.no_grad()
     def __call__(self, prompts, completions, **kwargs) -> list[float]:
-        texts, dev, out = self.texts(prompts, completions), next(self.model.parameters()).device, []
-        for i in range(0, len(texts), self.batch_size):       # right-padded, no special tokens added: TRL's inputs
-            enc = self.tokenizer(texts[i:i + self.batch_size], return_tensors="pt", padding=True, padding_side="right",
-                                 add_special_tokens=False).to(dev)
-            out += self.model(**enc).logits[:, 0].float().tolist()
-        return out
+        texts, device, scores = self.texts(prompts, completions), next(self.model.parameters()).device, []
+        for start in range(0, len(texts), self.batch_size):   # right-padded, no special tokens: TRL's inputs
+            batch = self.tokenizer(texts[start:start + self.batch_size], return_tensors="pt", padding=True,
+                                   padding_side="right", add_special_tokens=False).to(device)
+            scores += self.model(**batch).logits[:, 0].float().tolist()
+        return scores
+
+def _load_reward_model(name: str, tokenizer, kwargs: dict):
+    "A sequence-classification model and its tokenizer from an id or a folder, with an error that says what "
+    "to do."
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+    try:
+        revision = {k: kwargs[k] for k in ("revision",) if k in kwargs}
+        tokenizer = tokenizer or AutoTokenizer.from_pretrained(name, **revision)
+        return AutoModelForSequenceClassification.from_pretrained(name, num_labels=1, **kwargs), tokenizer
+    except (OSError, ValueError, *((TypeError, ImportError) if kwargs else ())) as e:   # without kwargs: bugs
+        raise model_load_error(e, f"reward_funcs: could not load reward model {name!r}",
+            f"A reward is a built-in name ({', '.join(REWARD_FUNCS)}) or a sequence-classification model: a "
+            f"local folder, or a Hub id that is reachable or in the local cache (`hf download {name}` where "
+            "there is network).", kwargs) from None
+
+def _saved_tokenizer(model, name: str):
+    "The tokenizer saved beside a loaded reward model, or an error asking for it."
+    from transformers import AutoTokenizer
+    try: tokenizer = AutoTokenizer.from_pretrained(name) if name else None
+    except (OSError, ValueError): tokenizer = None
+    if tokenizer is None:
+        raise GRPOEduError(f"reward_funcs: the reward model {type(model).__name__} came without a tokenizer "
+                           f"and its config names none that loads ({name!r}). Pass it: GRPOTrainer(..., "
+                           "reward_processing_classes=[tokenizer]) or ModelReward(model, tokenizer).")
+    return tokenizer
 
 # %% ../nbs/api/02_rewards.ipynb #330c855e
 REWARD_FUNCS = {"accuracy": accuracy_reward, "format": format_reward, "length": length_reward}
 
 # %% ../nbs/api/02_rewards.ipynb #e7f37574
 def get_reward_func(name, processing_class=None, model_init_kwargs: dict | None = None):
-    "A built-in by name (`accuracy`, `format`, `length`), your function by import path, else a `ModelReward`; callables pass through."
-    if isinstance(name, torch.nn.Module): return ModelReward(name, processing_class)   # a loaded reward model (as TRL)
+    "A built-in by name, your function by import path, else a `ModelReward`; callables pass through."
+    if isinstance(name, torch.nn.Module): return ModelReward(name, processing_class)   # a loaded reward model
     if callable(name): return name
     if not isinstance(name, str):
-        raise GRPOEduError(f"reward_funcs: {name!r} ({type(name).__name__}) is not a reward: give a function with TRL's signature "
-                           f"f(prompts, completions, completion_ids, **columns), a built-in name ({', '.join(REWARD_FUNCS)}), "
-                           f"an import path (my_rewards.exact), or a reward model (a loaded one, an id or a folder).")
+        raise GRPOEduError(f"reward_funcs: {name!r} ({type(name).__name__}) is not a reward: give a function "
+                           "with TRL's signature f(prompts, completions, completion_ids, **columns), a "
+                           f"built-in name ({', '.join(REWARD_FUNCS)}), an import path (my_rewards.exact), "
+                           "or a reward model (a loaded one, an id or a folder).")
     if name in REWARD_FUNCS: return REWARD_FUNCS[name]
     if is_import_path(name): return import_reward_func(name)
-    return ModelReward(name, processing_class, model_init_kwargs=model_init_kwargs)   # an id or path, loaded as TRL loads it
+    return ModelReward(name, processing_class, model_init_kwargs=model_init_kwargs)   # an id or path, as TRL
 
 # %% ../nbs/api/02_rewards.ipynb #e1d54a88
 def is_import_path(name: str) -> bool:
     "True for a dotted import path such as `my_rewards.exact` (how TRL's CLI names your own reward function)."
     parts = name.split(".")
-    return len(parts) > 1 and all(p.isidentifier() for p in parts) and not Path(name).exists()   # a folder a.b is a model
+    return (len(parts) > 1 and all(p.isidentifier() for p in parts)
+            and not Path(name).exists())                    # a folder named a.b is a model
 
 def import_reward_func(path: str):
-    "The function that a dotted import path names (`my_rewards.exact`: `exact` in my_rewards.py), importable from the working folder as in TRL."
+    "The function a dotted import path names (`my_rewards.exact`: `exact` in my_rewards.py), as TRL's CLI "
+    "finds it."
     module_name, attr = path.rsplit(".", 1)
-    if os.getcwd() not in sys.path: sys.path.insert(0, os.getcwd())     # as TRL's CLI: your file beside your command
+    if os.getcwd() not in sys.path: sys.path.insert(0, os.getcwd())   # as TRL's CLI: your file, your folder
     try: module = importlib.import_module(module_name)
     except ModuleNotFoundError as e:
-        if e.name is None or not (module_name == e.name or module_name.startswith(e.name + ".")): raise _import_failed(path, module_name, e)
-        raise GRPOEduError(f"reward_funcs: {path!r} names `{attr}` in the module `{module_name}`, but there is no module "
-                           f"`{e.name}` (searched {os.getcwd()} and the installed packages). Put {module_name.replace('.', '/')}.py "
-                           f"in the folder you run grpo-edu from, or install its package.") from None
+        if e.name is None or not (module_name == e.name or module_name.startswith(e.name + ".")):
+            raise _import_failed(path, module_name, e)
+        raise GRPOEduError(f"reward_funcs: {path!r} names `{attr}` in the module `{module_name}`, but there "
+                           f"is no module `{e.name}` (searched {os.getcwd()} and the installed packages). "
+                           f"Put {module_name.replace('.', '/')}.py in the folder you run grpo-edu from, or "
+                           "install its package.") from None
     except Exception as e: raise _import_failed(path, module_name, e)
-    f = getattr(module, attr, None)
-    if f is None:
+    func = getattr(module, attr, None)
+    if func is None:
         names = [n for n, v in vars(module).items() if callable(v) and not n.startswith("_")]
-        raise GRPOEduError(f"reward_funcs: the module `{module_name}` ({getattr(module, '__file__', '?')}) has no `{attr}`. "
-                           f"Its functions: {', '.join(names) or 'none'}.{closest(attr, names)}")
-    if not callable(f):
-        raise GRPOEduError(f"reward_funcs: `{path}` is a {type(f).__name__}, not a function. Name a function that takes "
-                           f"prompts, completions, completion_ids and the dataset columns as keyword arguments.")
-    return f
+        raise GRPOEduError(f"reward_funcs: the module `{module_name}` ({getattr(module, '__file__', '?')}) "
+                           f"has no `{attr}`. Its functions: "
+                           f"{', '.join(names) or 'none'}.{closest(attr, names)}")
+    if not callable(func):
+        raise GRPOEduError(f"reward_funcs: `{path}` is a {type(func).__name__}, not a function. Name a "
+                           "function that takes prompts, completions, completion_ids and the dataset "
+                           "columns as keyword arguments.")
+    return func
 
 def _import_failed(path, module_name, e):
-    return GRPOEduError(f"reward_funcs: importing `{module_name}` (for {path!r}) raised {type(e).__name__}: {e}. Fix the "
-                        f"module: `python -c \"import {module_name}\"` in the same folder shows the full error.")
+    return GRPOEduError(f"reward_funcs: importing `{module_name}` (for {path!r}) raised {type(e).__name__}: "
+                        f"{e}. Fix the module: `python -c \"import {module_name}\"` in the same folder shows "
+                        "the full error.")
+
+# %% ../nbs/api/02_rewards.ipynb #e92000ec
+def reward_name(func) -> str:
+    "The name a reward function's metrics are logged under: its `__name__`, else its class's (TRL's rule)."
+    return getattr(func, "__name__", type(func).__name__)
+
+# %% ../nbs/api/02_rewards.ipynb #0234d148
+def _awaited(value):
+    "What a reward call returned, with an `async def` function's coroutine run to its result."
+    if not inspect.isawaitable(value): return value
+    async def wait(): return await value
+    with ThreadPoolExecutor(1) as pool: return pool.submit(asyncio.run, wait()).result()
+
+def _as_float(value) -> float | None:
+    "A reward value as a float: None → NaN; bool, int, float, numpy or 1-element tensor → float; else None."
+    if value is None: return float("nan")
+    if torch.is_tensor(value) and value.numel() == 1: value = value.item()
+    elif getattr(value, "shape", None) == () and hasattr(value, "item"): value = value.item()   # numpy's
+    return float(value) if isinstance(value, numbers.Real) else None
+
+# %% ../nbs/api/02_rewards.ipynb #4da265e8
+def call_reward_funcs(
+    funcs: list,          # callables f(prompts, completions, completion_ids, **columns), plain or `async def`
+    prompts: list,           # N prompts (each repeated G times)
+    completions: list,       # N completions (strings or message lists)
+    completion_ids: list,    # N lists of token ids
+    columns: dict,           # dataset columns (other than prompt), each a list of N values
+    extras: dict | None = None,  # TRL's other keyword arguments: trainer_state, log_metric, log_extra
+) -> torch.Tensor:           # (N, F) rewards, NaN where a function returned None (or NaN)
+    "Run every reward function on the batch and check what comes back."
+    rewards, extras = torch.empty(len(completions), len(funcs)), extras or {}
+    for j, func in enumerate(funcs):
+        try:
+            values = _awaited(func(prompts=prompts, completions=completions, completion_ids=completion_ids,
+                                   **columns, **extras))
+        except Exception as e:
+            row = _failing_row(func, prompts, completions, completion_ids, columns, extras)
+            at_row = f" — on row {row} (completion {completions[row]!r:.120})" if row is not None else ""
+            raise GRPOEduError(f"reward function `{reward_name(func)}` raised {type(e).__name__}: "
+                               f"{e}{at_row}. Fix the function (it must accept prompts, completions, "
+                               "completion_ids and the dataset columns as keyword arguments, and return one "
+                               "float or None per completion).") from None
+        for i, value in enumerate(_checked_values(func, values, completions)): rewards[i, j] = value
+    return rewards                                         # NaN stays NaN: unscored, as None (and as in TRL)
+
+def _checked_values(func, values, completions) -> list[float]:
+    "A reward function's values as floats, one per completion, or an error naming the function and the row."
+    name = reward_name(func)
+    try: count = None if isinstance(values, (str, bytes, dict)) else len(values)
+    except TypeError: count = None
+    if count != len(completions):
+        raise GRPOEduError(f"reward function `{name}` returned "
+                           f"{type(values).__name__ if count is None else count} values for "
+                           f"{len(completions)} completions: it must return a list with one float (or None) "
+                           "per completion.")
+    floats = [_as_float(v) for v in values]
+    for i, (value, x) in enumerate(zip(values, floats)):
+        if x is None:
+            raise GRPOEduError(f"reward function `{name}` returned {value!r} ({type(value).__name__}) for "
+                               f"row {i}: rewards must be numbers (or None to leave a completion unscored).")
+        if math.isinf(x):
+            raise GRPOEduError(f"reward function `{name}` returned {x} for row {i} (completion "
+                               f"{completions[i]!r:.120}): rewards must be finite. Return None to leave a "
+                               f"completion unscored.")
+    return floats
+
+def _failing_row(func, prompts, completions, completion_ids, columns, extras) -> int | None:
+    "The first row on which `func`, called on that row alone, raises."
+    for i in range(len(completions)):
+        row = {k: v[i:i + 1] for k, v in columns.items()}
+        try: _awaited(func(prompts=prompts[i:i + 1], completions=completions[i:i + 1],
+                           completion_ids=completion_ids[i:i + 1], **row, **extras))
+        except Exception: return i
+    return None
+
+# %% ../nbs/api/02_rewards.ipynb #ba60fc03
+def reward_extras(
+    trainer_state,   # a transformers.TrainerState: global_step = optimizer steps done so far
+) -> tuple[dict, dict, dict]:   # (the extras to pass, {name: [values]} logged, {column: [values]} logged)
+    "TRL's extra reward arguments — trainer_state, log_metric, log_extra — and the dicts the last two fill."
+    metrics, columns = defaultdict(list), defaultdict(list)
+    extras = {"trainer_state": trainer_state,
+              "log_metric": lambda name, value: metrics[name].append(float(value)),
+              "log_extra": lambda column, values: columns[column].extend(values)}
+    return extras, metrics, columns
+
+# %% ../nbs/api/02_rewards.ipynb #4d18ea74
+def weighted_rewards(
+    rewards_per_func: torch.Tensor,   # (N, F) one column per reward function, NaN where unscored
+    weights: torch.Tensor,            # (F,) reward_weights
+) -> torch.Tensor:                    # (N,) Σ_j w_j·r_j over the functions that scored; NaN if none did
+    "The reward of each completion: the weighted sum of its reward functions' values, NaN where none scored "
+    "it."
+    rewards = (rewards_per_func * weights.to(rewards_per_func.device)).nansum(1)        # (N,)
+    rewards[torch.isnan(rewards_per_func).all(1)] = float("nan")
+    return rewards
+
+# %% ../nbs/api/02_rewards.ipynb #3d1ecb23
+def score_completions(
+    funcs: list,                      # the reward functions (get_reward_func)
+    rows: list[dict],                 # the prompts' dataset rows, each with `prompt`
+    completions: list[str],           # N = rows × G completion texts, prompt-major
+    completion_ids: torch.Tensor,     # (N, K) their token ids
+    completion_mask: torch.Tensor,    # (N, K) 1 on real tokens
+    trainer_state=None,               # TRL's trainer_state argument
+) -> tuple:                           # ((N, F) rewards, {name: [values]} from log_metric, {column: [values]})
+    "Every reward function on every completion, called with TRL's arguments."
+    G = len(completions) // len(rows)
+    prompts = [r["prompt"] for r in rows for _ in range(G)]
+    messages = [[{"role": "assistant", "content": t}] if _is_chat(p) else t   # chats get a message
+                for p, t in zip(prompts, completions)]
+    columns = {k: [r[k] for r in rows for _ in range(G)] for k in rows[0] if k != "prompt"}
+    ids = [c[m.bool()].tolist() for c, m in zip(completion_ids, completion_mask)]
+    extras, metrics, extra_columns = reward_extras(trainer_state)
+    return call_reward_funcs(funcs, prompts, messages, ids, columns, extras), metrics, extra_columns
+
+def _is_chat(prompt) -> bool:
+    "A list of chat messages (TRL's is_conversational)."
+    messages = isinstance(prompt, (list, tuple)) and len(prompt) > 0 and isinstance(prompt[0], dict)
+    return messages and "role" in prompt[0]
+
+# %% ../nbs/api/02_rewards.ipynb #6129b5d3
+def rewards_and_advantages(
+    rewards_per_func: torch.Tensor,   # (N, F) every reward function's values, prompt-major; NaN: unscored
+    weights: torch.Tensor,            # (F,) reward_weights
+    num_generations: int,             # G
+    scale_rewards: str = "group",     # "group", "batch" or "none" (TRL's)
+    aggregation: str = "sum_then_normalize",   # or "normalize_then_sum" (GDPO)
+) -> tuple:   # (rewards (N,), advantages (N,), the std each advantage was divided by (N,))
+    "The weighted reward of each completion and GRPO's group advantage (GDPO's for normalize_then_sum)."
+    rewards = weighted_rewards(rewards_per_func, weights)                                   # (N,)
+    if aggregation == "normalize_then_sum":                 # GDPO: each normalised in its group, then summed
+        weights = weights.to(rewards.device)
+        advantages, batch_std = decoupled_advantages(rewards_per_func, num_generations, weights)
+        return rewards, advantages, batch_std.expand_as(rewards)
+    advantages = group_advantages(rewards, num_generations, scale_rewards)                  # (r − mean) / std
+    if scale_rewards == "batch": return rewards, advantages, nanstd(rewards).expand_as(rewards)
+    return rewards, advantages, group_reward_std(rewards, num_generations)
+
+# %% ../nbs/api/02_rewards.ipynb #894dc790
+_TRL_REWARD_ARGS = ("prompts", "completions", "completion_ids", "trainer_state", "log_metric", "log_extra")
+
+def reward_columns_missing(
+    func,           # a reward function with TRL's signature
+    columns: list,  # the dataset's column names (`prompt` is passed as `prompts`, not as a column)
+) -> list[str]:
+    "The parameters `func` requires that no call supplies: neither TRL's arguments nor a dataset column."
+    try: params = inspect.signature(func).parameters.values()
+    except (TypeError, ValueError): return []               # a callable without a signature: nothing to check
+    given = {*_TRL_REWARD_ARGS, *columns} - {"prompt"}
+    return [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+            and p.default is p.empty and p.name not in given]
+
+def check_reward_columns(funcs: list, dataset, name: str = "train_dataset") -> None:
+    "Refuse a reward function that needs a column `dataset` lacks (accuracy needs `answer`), naming the fix."
+    for func in funcs:
+        if missing := reward_columns_missing(func, dataset.column_names):
+            need, many = ", ".join(f"`{m}`" for m in missing), len(missing) > 1
+            raise GRPOEduError(f"reward function `{reward_name(func)}` needs the dataset column{'s' * many} "
+                               f"{need}, but {name} has only {dataset.column_names}: add {need} to the data "
+                               "(accuracy compares with `answer`, the reference answer), or use a reward "
+                               f"that does not read {'them' if many else 'it'} (e.g. --reward_funcs format).")

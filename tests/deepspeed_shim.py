@@ -26,14 +26,14 @@ def deepspeed_accelerator(**kw):
     return acc
 
 
-_reference_copy = T._reference_copy
+_reference_model = T.reference_model
 
 
-def reference_copy(model, *a, **kw):      # says whether the policy arrived as ZeRO-3 shards (zero3_init_flag)
+def reference_model(model, *a, **kw):      # says whether the policy arrived as ZeRO-3 shards (zero3_init_flag)
     print(f"[deepspeed-shim] policy loaded as shards: {any(hasattr(p, 'ds_id') for p in model.parameters())}", flush=True)
-    return _reference_copy(model, *a, **kw)
+    return _reference_model(model, *a, **kw)
 
 
-T.Accelerator, T._reference_copy = deepspeed_accelerator, reference_copy
+T.Accelerator, T.reference_model = deepspeed_accelerator, reference_model
 from grpo_edu.cli import main  # noqa: E402
 sys.exit(main(sys.argv[1:]))
