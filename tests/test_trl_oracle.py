@@ -450,5 +450,5 @@ def test_every_trl_grpo_field_is_ours_or_explained():
         "use_cpu",                                           # False in both: set above only so that TRL's config builds here
         "gradient_checkpointing",                            # off for the tiny default model; the 4090 recipes turn it on
         "optim",                                             # adamw_torch (TRL: the fused CUDA kernel of the same AdamW)
-        "eval_steps", "logging_steps", "num_train_epochs", "save_steps", "save_total_limit", "output_dir", "report_to",
+        "eval_steps", "logging_steps", "num_train_epochs", "save_steps", "save_total_limit", "output_dir",
     }, differ                                                # (the run's bookkeeping: see GRPOConfig)
