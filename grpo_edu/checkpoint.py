@@ -44,8 +44,7 @@ def checkpoint_tmp(
     step: int,              # the step being saved
     fresh: bool = True,     # clear crashed saves, create the folder (main process); False: the path only
 ) -> Path:
-    "The temp folder `checkpoint-{step}` is written into before the rename (other processes may write into "
-    "it too)."
+    "The temp folder `checkpoint-{step}` is written into before the rename (other processes may too)."
     out = Path(output_dir)
     if fresh:
         out.mkdir(parents=True, exist_ok=True)
@@ -82,8 +81,7 @@ def save_checkpoint(
 
 # %% ../nbs/api/08_checkpoint.ipynb #edf48e65
 def checkpoints(output_dir) -> list[Path]:
-    "The `checkpoint-{step}` folders in `output_dir`, oldest first (temp folders and other names are "
-    "ignored)."
+    "The `checkpoint-{step}` folders in `output_dir`, oldest first (temp folders and other names ignored)."
     found = [p for p in Path(output_dir).glob("checkpoint-*")
              if p.is_dir() and p.name.split("-", 1)[1].isdigit()]
     return sorted(found, key=lambda p: int(p.name.split("-", 1)[1]))
@@ -94,8 +92,7 @@ def latest_checkpoint(output_dir) -> Path | None:
     return complete[-1] if complete else None
 
 def resolve_checkpoint(path, output_dir) -> Path:
-    "The checkpoint `resume_from_checkpoint=path` names ('latest': the newest in output_dir), or a "
-    "GRPOEduError."
+    "The checkpoint `resume_from_checkpoint=path` names ('latest': the newest in output_dir), or an error."
     if str(path) == "latest":
         if (found := latest_checkpoint(output_dir)) is None:
             raise GRPOEduError(f"resume_from_checkpoint='latest': output_dir={str(output_dir)!r} holds no "
@@ -166,8 +163,7 @@ def reference_model(
     torch_dtype: str = "float32",
     model_init_kwargs: dict | None = None,
 ) -> torch.nn.Module:
-    "A frozen π_ref: a deep copy of the policy, or, when ZeRO-3's zero.Init loaded it as shards, loaded "
-    "again."
+    "A frozen π_ref: a deep copy of the policy, or loaded again when ZeRO-3's zero.Init cut it in shards."
     if any(hasattr(p, "ds_id") for p in model.parameters()):   # a copy of a shard would alias the policy's
         if model_id is None:
             raise GRPOEduError("beta > 0 under DeepSpeed ZeRO-3 needs its own reference model, but the "
@@ -189,8 +185,7 @@ def load_weights(
     state_dict: dict,    # a checkpoint's tensors (read_safetensors)
     path,                # the checkpoint as the user named it, for the message
 ) -> None:
-    "Load a checkpoint's tensors into `model`, refusing ones saved from another model (a tied lm_head is "
-    "saved once)."
+    "Load a checkpoint's tensors into `model`, refusing another model's (a tied lm_head is saved once)."
     own, saved = dict(model.named_parameters()), set(state_dict)   # named_parameters lists a tied weight once
     missing, unexpected = sorted(set(own) - saved), sorted(saved - set(model.state_dict()))
     reshaped = [f"{k} {tuple(state_dict[k].shape)} vs {tuple(own[k].shape)}" for k in sorted(saved & set(own))
@@ -212,8 +207,7 @@ def check_resumable(
     sharded: bool,   # this run keeps its optimizer in shards (FSDP, DeepSpeed)
     optim: str,      # this run's optimizer (GRPOConfig.optim)
 ) -> None:
-    "Refuse a checkpoint whose optimizer state this run cannot load: saved with(out) sharding, or by another "
-    "optim."
+    "Refuse a checkpoint whose optimizer state this run cannot load: other sharding, or another optim."
     if sharded != ("optimizer" not in state):
         raise GRPOEduError(f"resume_from_checkpoint={path!r}: that checkpoint was saved "
                            f"{'without' if sharded else 'with'} FSDP / DeepSpeed, and this run is "
@@ -250,8 +244,7 @@ def save_run(
     save_total_limit: int | None = None,
     reference=None,             # a π_ref to keep beside the weights (TR-DPO moves it), or None
 ) -> Path | None:               # the checkpoint folder (None on the other processes)
-    "Every process's part of an atomic checkpoint of a run; the main process writes it and renames it into "
-    "place."
+    "Every process's part of a run's atomic checkpoint; the main process writes it and renames it."
     main = accelerator.is_main_process
     accelerator.wait_for_everyone()
     rngs = gather_object([rng_state()])             # every process's RNG: their streams differ after sampling
@@ -277,8 +270,7 @@ def restore_run(
     sharded: bool = False,      # this run keeps its optimizer in shards (FSDP, DeepSpeed)
     optim: str = "adamw_torch", # this run's optimizer
 ) -> tuple[dict, Path]:         # (the checkpoint's trainer state, its folder)
-    "Load a checkpoint's weights, optimizer, schedule and this process's RNG state; return the rest of its "
-    "state."
+    "Load a checkpoint's weights, optimizer, schedule and this process's RNG state; return its state."
     folder = resolve_checkpoint(path, output_dir)
     state = load_trainer_state(folder)
     check_resumable(state, path, folder, sharded, optim)

@@ -41,8 +41,7 @@ def read_jsonl(path) -> list[dict]:
     return rows
 
 def trim_jsonl(path, resume_step: int | None) -> None:
-    "Start a step log afresh (resume_step=None), or keep its rows up to the checkpoint's step (a resume), "
-    "atomically."
+    "Start a step log afresh (resume_step=None), or keep its rows up to the checkpoint's step, atomically."
     path = Path(path)
     if not path.exists(): return
     if resume_step is None:
@@ -53,8 +52,7 @@ def trim_jsonl(path, resume_step: int | None) -> None:
     tmp.replace(path)                                       # no history lost mid-write
 
 def write_json(path, obj) -> Path:
-    "Write `obj` as indented JSON atomically (a temp file renamed into place): a reader never sees half a "
-    "file."
+    "Write `obj` as indented JSON atomically (a temp file renamed into place): never half a file."
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(obj, indent=1))
@@ -89,8 +87,7 @@ def _installed(name: str) -> bool:
 def tracker_names(
     report_to,   # "none", "all", a name, "a,b", or a list of names ([] for none)
 ) -> list[str]:  # the trackers to start
-    "The trackers `report_to` asks for: none, every installed one (`all`), or the ones named (each "
-    "installed)."
+    "The trackers `report_to` asks for: none, every installed one (`all`), or the ones named."
     names = report_to.split(",") if isinstance(report_to, str) else list(report_to or [])
     names = [n.strip() for n in names if n.strip() and n.strip() != "none"]
     if "all" in names: return [n for n in TRACKERS if _installed(n)]
@@ -105,8 +102,7 @@ def tracker_names(
 
 # %% ../nbs/api/07_monitor.ipynb #ee6af139
 class MetricsWriter:
-    "Appends one JSON row per logged step to `<output_dir>/metrics.jsonl`, and logs it to the `report_to` "
-    "trackers."
+    "One JSON row per logged step into `<output_dir>/metrics.jsonl`, and to the `report_to` trackers."
     def __init__(self,
                  output_dir,                      # the run folder
                  report_to="none",                # tracker names (see tracker_names)
@@ -141,8 +137,7 @@ def generation_metrics(
     lengths: torch.Tensor,            # (N,) completion lengths in tokens
     truncated: torch.Tensor,          # (N,) 1 where a completion hit max_completion_length
 ) -> dict:
-    "TRL's generation metrics: reward, reward_std, frac_reward_zero_std, per-function mean/std, length, "
-    "clipping."
+    "TRL's generation metrics: reward, its std, frac_reward_zero_std, each function's mean/std, lengths."
     no_spread = torch.isclose(torch.nan_to_num(advantage_std, nan=0.0), torch.zeros_like(advantage_std))
     metrics = {"reward": torch.nanmean(rewards).item(),
                "reward_std": torch.nan_to_num(nanstd(rewards)).item(),
@@ -218,8 +213,7 @@ def check_metrics(
     runs: dict,          # {run folder: its metrics.jsonl rows}
     metrics=(),          # extra metric names to plot, e.g. ["entropy", "kl"] or "entropy,kl"
 ) -> dict:               # {plot name: [metric names]}: PLOTS, then one plot per extra metric
-    "The plots to draw: PLOTS plus one per extra metric, each checked to be logged by at least one of the "
-    "runs."
+    "The plots to draw: PLOTS plus one per extra metric, each checked to be logged by one of the runs."
     if isinstance(metrics, str): metrics = [m.strip() for m in metrics.split(",") if m.strip()]
     logged = {k for rows in runs.values() for r in rows for k, v in r.items()
               if k != "step" and isinstance(v, (int, float))}
@@ -328,16 +322,14 @@ LINE_STYLES = (("-", "o"), ("--", "s"), (":", "^"), ("-.", "D"))   # (dashes, ev
 def run_style(
     i: int,   # the run's place in the comparison, from 0
 ) -> dict:    # matplotlib properties: {'color', 'ls', 'marker'}
-    "Run i's colour, line and marker: ten colours (C0–C9) solid, then dashed, dotted, dash-dotted: 40 "
-    "distinct."
+    "Run i's colour, line and marker: ten colours (C0–C9) solid, then dashed, dotted, dash-dotted."
     dashes, marker = LINE_STYLES[i // 10 % len(LINE_STYLES)]
     return {"color": f"C{i % 10}", "ls": dashes, "marker": marker}
 
 def legend_layout(
     n: int,   # how many runs the legend names
 ) -> tuple:   # (the figure's width in inches, `ax.legend`'s keyword arguments)
-    "Up to 8 runs: the legend inside the plot; more: beside it, 20 to a column, the figure widened to keep "
-    "the plot."
+    "Up to 8 runs: the legend inside the plot; more: beside it, 20 to a column, the figure widened."
     if n <= 8: return 6.0, {"fontsize": 7}
     columns = math.ceil(n / 20)
     return 6.0 + 2.4 * columns, {"fontsize": 7, "loc": "upper "
@@ -351,8 +343,7 @@ def compare_runs(
     window: int = 1,     # moving average over this many logged steps (1: as logged); never the evaluations
     metrics=(),          # more logged metrics to draw, one plot each, e.g. ["entropy", "kl"]
 ) -> list[Path]:         # the PNG files written
-    "One PNG per metric (reward, accuracy, KL, length, grad norm) with every run's curve on it, labelled by "
-    "its folder."
+    "One PNG per metric (reward, accuracy, KL, length, grad norm) with every run's curve, named by folder."
     labels = [str(d) for d in run_dirs]
     _check_comparison(labels, window)
     runs = {label: read_run(label) for label in labels}     # {folder: (rows, summary)}; bad folders stop here
@@ -469,8 +460,7 @@ class HealthMonitor:
 
 # %% ../nbs/api/07_monitor.ipynb #2b4f956c
 class RunLog:
-    "What a training run writes as it goes: metrics.jsonl and trackers, completions, health warnings, "
-    "progress."
+    "What a training run writes as it goes: metrics.jsonl, trackers, completions, warnings, progress."
     def __init__(self,
                  output_dir,                           # the run folder
                  report_to="none",                     # trackers (see tracker_names)
@@ -492,8 +482,7 @@ class RunLog:
         if resume_step is None: (self.out / "summary.json").unlink(missing_ok=True)   # another run's
 
     def step(self, row: dict, step: int, evaluation: dict | None = None, stop: bool = False) -> None:
-        "One optimizer step's metrics: into the window; logged as one row when due; the progress bar moved "
-        "on."
+        "One optimizer step's metrics: into the window, logged as one row when due; the progress bar on."
         self.window.append(row)
         if step % self.logging_steps == 0 or step == self.max_steps or stop:
             logged = {"step": step, **window_means(self.window)}

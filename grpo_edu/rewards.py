@@ -60,8 +60,7 @@ _ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 
 # %% ../nbs/api/02_rewards.ipynb #ece0a87b
 def extract_final_answer(text: str) -> str | None:
-    "The model's final answer: inside `<answer>…</answer>` if present, else after `####`, else the last "
-    "number."
+    "The final answer: inside `<answer>…</answer>` if present, else after `####`, else the last number."
     tags = _ANSWER_TAG.findall(text)
     if tags: return tags[-1].strip()
     if "####" in text: return extract_gsm8k_answer(text)
@@ -101,8 +100,7 @@ def exact_match_reward(completions, answer, **kwargs) -> list[float]:
 
 # %% ../nbs/api/02_rewards.ipynb #7724d261
 class ModelReward:
-    "A sequence-classification reward model (id, path or loaded model) as a reward function, scored as TRL "
-    "does."
+    "A sequence-classification reward model (id, path or loaded) as a reward function, scored as TRL does."
     def __init__(self, model, tokenizer=None, batch_size: int = 16, device=None,
                  model_init_kwargs: dict | None = None):  # more from_pretrained arguments, as TRL passes them
         if isinstance(model, str):
@@ -120,8 +118,7 @@ class ModelReward:
         self.__name__ = name.rstrip("/").split("/")[-1] or "reward_model"
 
     def texts(self, prompts, completions) -> list[str]:
-        "What the model reads: prompt + completion, through the chat template when the prompts are chats "
-        "(TRL's)."
+        "What the model reads: prompt + completion, through the chat template for chat prompts (TRL's)."
         if not isinstance(prompts[0], list):
             return [p + completion_text(c) for p, c in zip(prompts, completions)]
         as_messages = lambda c: c if isinstance(c, list) else [{"role": "assistant", "content": c}]
@@ -143,8 +140,7 @@ class ModelReward:
         return scores
 
 def _load_reward_model(name: str, tokenizer, kwargs: dict):
-    "A sequence-classification model and its tokenizer from an id or a folder, with an error that says what "
-    "to do."
+    "A sequence-classification model and its tokenizer from an id or a folder, or an error that says why."
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
     try:
         revision = {k: kwargs[k] for k in ("revision",) if k in kwargs}
@@ -192,8 +188,7 @@ def is_import_path(name: str) -> bool:
             and not Path(name).exists())                    # a folder named a.b is a model
 
 def import_reward_func(path: str):
-    "The function a dotted import path names (`my_rewards.exact`: `exact` in my_rewards.py), as TRL's CLI "
-    "finds it."
+    "The function a dotted path names (`my_rewards.exact`: `exact` in my_rewards.py), as TRL's CLI does."
     module_name, attr = path.rsplit(".", 1)
     if os.getcwd() not in sys.path: sys.path.insert(0, os.getcwd())   # as TRL's CLI: your file, your folder
     try: module = importlib.import_module(module_name)
@@ -312,8 +307,7 @@ def weighted_rewards(
     rewards_per_func: torch.Tensor,   # (N, F) one column per reward function, NaN where unscored
     weights: torch.Tensor,            # (F,) reward_weights
 ) -> torch.Tensor:                    # (N,) Σ_j w_j·r_j over the functions that scored; NaN if none did
-    "The reward of each completion: the weighted sum of its reward functions' values, NaN where none scored "
-    "it."
+    "Each completion's reward: the weighted sum of its reward functions' values, NaN where none scored it."
     rewards = (rewards_per_func * weights.to(rewards_per_func.device)).nansum(1)        # (N,)
     rewards[torch.isnan(rewards_per_func).all(1)] = float("nan")
     return rewards

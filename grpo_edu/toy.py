@@ -33,8 +33,7 @@ TOY_CHARS = "0123456789+-*= "
 # %% ../nbs/api/03_toy.ipynb #bae0d776
 @torch.no_grad()
 def _seeded_init(model, seed: int):
-    "Qwen2's init — weights ~ N(0, initializer_range), biases 0, norms 1 — in parameter order, from a "
-    "private generator."
+    "Qwen2's init — weights ~ N(0, initializer_range), biases 0, norms 1 — from a generator of its own."
     generator, std = torch.Generator().manual_seed(seed), model.config.initializer_range
     for name, p in model.named_parameters():            # tied lm_head = embed_tokens: listed (and drawn) once
         if name.endswith("norm.weight"): p.fill_(1.0)
@@ -152,8 +151,7 @@ def _code(func) -> str:
     except (OSError, TypeError): return func.__code__.co_code.hex()        # no source file (e.g. exec'd code)
 
 def warm_start_key(model, tokenizer, dataset, **kwargs) -> str:
-    "A hash of all `sft_warm_start`'s result depends on: weights, tokenizer, data, arguments, code, "
-    "versions, threads."
+    "A hash of all `sft_warm_start`'s result depends on: weights, tokenizer, data, arguments, code, threads."
     args = inspect.signature(sft_warm_start).bind(model, tokenizer, dataset, **kwargs)   # unknown: TypeError
     args.apply_defaults()                                                            # defaults are part of it
     digest = hashlib.sha256()
@@ -191,8 +189,7 @@ def cached_warm_start(
     return losses, None
 
 def _load_kept(model, path: Path) -> list | None:
-    "The losses of a kept warm start, its weights loaded into `model`; None (the start restored) if "
-    "unreadable."
+    "A kept warm start's losses, its weights loaded into `model`; None (the start restored) if unreadable."
     start = {k: v.clone() for k, v in model.state_dict().items()}
     try:
         saved = torch.load(path, weights_only=True)

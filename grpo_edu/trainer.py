@@ -45,8 +45,7 @@ from .toy import toy_policy
 
 # %% ../nbs/api/09_trainer.ipynb #c0cc6b2e
 def make_optimizer(model, args: GRPOConfig):
-    "AdamW over the model's parameters: torch's (states in the weights' dtype) or bitsandbytes' 8-bit "
-    "(adamw_8bit)."
+    "AdamW over the model's parameters: torch's (states in the weights' dtype) or bitsandbytes' 8-bit."
     settings = dict(lr=args.learning_rate, betas=(args.adam_beta1, args.adam_beta2), eps=args.adam_epsilon,
                     weight_decay=args.weight_decay)
     if args.optim == "adamw_8bit":
@@ -59,8 +58,7 @@ def make_optimizer(model, args: GRPOConfig):
 
 # %% ../nbs/api/09_trainer.ipynb #f2166137
 def disable_dropout(model: torch.nn.Module) -> torch.nn.Module:
-    "Dropout off everywhere: `nn.Dropout` modules (as TRL's `disable_dropout`) and attention's "
-    "`attention_dropout`."
+    "Dropout off: `nn.Dropout` modules (as TRL's `disable_dropout`) and attention's `attention_dropout`."
     for module in model.modules():
         if isinstance(module, torch.nn.Dropout): module.p = 0.0
         if isinstance(getattr(module, "attention_dropout", None), float): module.attention_dropout = 0.0  # Qwen2
@@ -108,8 +106,7 @@ def long_prompts(
 
 # %% ../nbs/api/09_trainer.ipynb #14b8a650
 class GRPOTrainer:
-    "GRPO on a causal LM with TRL-signature reward functions; device, precision and processes through "
-    "accelerate."
+    "GRPO on a causal LM with TRL-signature reward functions; devices and processes through accelerate."
     def __init__(self,
                  model,                       # a Hub id / local path, or a loaded causal LM
                  reward_funcs,          # a callable, a name in grpo_edu.rewards, a reward-model id, or a list
@@ -134,8 +131,7 @@ class GRPOTrainer:
         self.entropy_coef, self._last_world_entropy = args.entropy_coef, math.inf  # the adaptive controller's
 
     def _check_arguments(self, reward_funcs, reward_tokenizers, eval_dataset) -> tuple[list, list]:
-        "Refuse, before anything loads, no reward function, options that cannot work together, a missing "
-        "eval set."
+        "Refuse before anything loads: no reward function, options that cannot go together, no eval set."
         args = self.args
         funcs = list(reward_funcs) if isinstance(reward_funcs, (list, tuple)) else [reward_funcs]
         if not funcs:
@@ -159,8 +155,7 @@ class GRPOTrainer:
         return funcs, list(reward_tokenizers)
 
     def _load_rewards(self, funcs: list, tokenizers: list) -> None:
-        "The reward functions (reward models on this device, with TRL's template variables), checked on the "
-        "data."
+        "The reward functions (reward models on this device, with TRL's template variables), checked."
         args = self.args
         self.reward_funcs = [get_reward_func(f, t, args.model_init_kwargs) for f, t in zip(funcs, tokenizers)]
         for func in self.reward_funcs:
@@ -172,8 +167,7 @@ class GRPOTrainer:
         self.reward_weights = torch.tensor(args.reward_weights or [1.0] * len(funcs), dtype=torch.float32)
 
     def _load_policy(self, model, tokenizer):
-        "π_θ and its tokenizer, loaded or as passed: dropout off, checkpointing on if asked; π_ref when beta "
-        "> 0."
+        "π_θ and its tokenizer, loaded or as passed: dropout off, checkpointing if asked; π_ref if beta > 0."
         args, model_id = self.args, model if isinstance(model, str) else None
         if model_id is not None:
             model, loaded = load_policy(model_id, args.torch_dtype, model_init_kwargs=args.model_init_kwargs)
@@ -195,8 +189,7 @@ class GRPOTrainer:
         return model
 
     def _warn_long_prompts(self) -> None:
-        "Warn, before hours of training, about prompts the rollout would cut (their start: the system "
-        "prompt)."
+        "Warn, before hours of training, about prompts the rollout would cut (their start: the system prompt)."
         cap = self.args.max_prompt_length
         for name, rows in (("train_dataset", self.train_dataset), ("eval_dataset", self.eval_dataset)):
             if not self.accelerator.is_main_process: break
@@ -221,8 +214,7 @@ class GRPOTrainer:
                                   train_batch_size=args.per_device_train_batch_size)               # functions
 
     def _prepare(self, model) -> None:
-        "The optimizer and the schedule, then accelerate's prepare (DDP, FSDP or DeepSpeed); π_ref placed to "
-        "match."
+        "The optimizer and the schedule, then accelerate's prepare (DDP, FSDP, DeepSpeed); π_ref placed."
         args, acc = self.args, self.accelerator
         optimizer = make_optimizer(model, args)
         self.scheduler = get_scheduler(args.lr_scheduler_type, optimizer, num_training_steps=self.max_steps,
@@ -234,8 +226,7 @@ class GRPOTrainer:
         if self.ref_model is not None: self.ref_model = self._place_ref_model(self.ref_model)
 
     def _place_ref_model(self, ref):
-        "π_ref on this process's device, process 0's weights on every process; under ZeRO-3 sharded like the "
-        "policy."
+        "π_ref on this process's device with process 0's weights; under ZeRO-3 sharded like the policy."
         acc = self.accelerator
         if not (self._sharded_weights() and acc.distributed_type.name == "DEEPSPEED"):
             ref = ref.to(acc.device)
@@ -263,13 +254,11 @@ class GRPOTrainer:
         return kind == "FSDP" or (kind == "DEEPSPEED" and getattr(plugin, "zero_stage", 0) == 3)
 
     def _synced_generate(self) -> bool:
-        "Sharded weights on several processes: HF generate must keep every process stepping until all rows "
-        "end."
+        "Sharded weights on several processes: HF generate keeps every process stepping until all rows end."
         return self._sharded_weights() and self.accelerator.num_processes > 1   # (transformers misses FSDP2)
 
     def _sharded_optimizer(self) -> bool:
-        "FSDP or DeepSpeed (any ZeRO stage): each process holds a slice of the optimizer state; accelerate "
-        "saves it."
+        "FSDP or DeepSpeed (any ZeRO stage): each process holds a slice of the optimizer state."
         return self.accelerator.distributed_type.name in ("FSDP", "DEEPSPEED")
 
     def _rollout_engine(self) -> str:
@@ -341,8 +330,7 @@ GRPOTrainer._prompt_rows = _prompt_rows
 # %% ../nbs/api/09_trainer.ipynb #780dfb00
 @torch.no_grad()
 def _generate_and_score(self: GRPOTrainer, rows: list[dict]):
-    "Steps 2–4: G completions per prompt, their rewards, the group advantages; π_old and π_ref log-probs if "
-    "needed."
+    "Steps 2–4: G completions per prompt, their rewards, the group advantages; π_old, π_ref log-probs."
     args, acc, started = self.args, self.accelerator, time.perf_counter()
     prompt_ids, prompt_mask, completion_ids, completion_mask, truncated = self._rollout(rows)  # (N, P), (N, K)
     rolled = time.perf_counter()
@@ -370,8 +358,7 @@ GRPOTrainer._generate_and_score = _generate_and_score
 
 # %% ../nbs/api/09_trainer.ipynb #b2c4d6e8
 def _rollout(self: GRPOTrainer, rows: list[dict]) -> tuple:
-    "Step 2: G completions of each prompt, sampled from π_θ; (prompt ids, mask, completion ids, mask, "
-    "truncated)."
+    "Step 2: G completions of each prompt from π_θ: prompt ids, mask, completion ids, mask, truncated."
     args, device = self.args, self.accelerator.device
     ids, mask = encode_prompts(self.tokenizer, [r["prompt"] for r in rows], args.max_prompt_length,
                                args.chat_template_kwargs)                                    # (rows, P)
@@ -387,8 +374,7 @@ def _rollout(self: GRPOTrainer, rows: list[dict]) -> tuple:
 GRPOTrainer._rollout = _rollout
 
 def _update_trainer_state(self: GRPOTrainer) -> None:
-    "What reward functions see as trainer_state: optimizer steps done, and the share of the prompts drawn "
-    "(epoch)."
+    "What reward functions see as trainer_state: optimizer steps done, the share of prompts drawn."
     self.state.global_step = self.step
     drawn = self.step // self.generate_every * self.prompts_per_process * self.accelerator.num_processes
     self.state.epoch = drawn / len(self.train_dataset)
@@ -397,8 +383,7 @@ GRPOTrainer._update_trainer_state = _update_trainer_state
 # %% ../nbs/api/09_trainer.ipynb #d4e6f8a0
 def _policy_batch(self: GRPOTrainer, prompt_ids, prompt_mask, completion_ids, completion_mask, truncated,
                   advantages) -> dict:
-    "The update's inputs: prompt ‖ completion, the loss mask (truncated completions out if asked), the "
-    "advantages."
+    "The update's inputs: prompt ‖ completion, the loss mask (truncated ones out if asked), advantages."
     mask = completion_mask * (~truncated).long()[:, None] if self.args.mask_truncated_completions else completion_mask
     return dict(input_ids=torch.cat([prompt_ids, completion_ids], 1), attention_mask=torch.cat([prompt_mask, mask], 1),
                 mask=mask, K=completion_ids.size(1), advantages=advantages,         # (N, P + K), (N, K), (N,)
@@ -443,8 +428,7 @@ def micro_batch(
     batch: dict,          # a step's batch (see _policy_batch)
     rows: torch.Tensor,   # the row indices of one micro-batch
 ) -> dict:                # the same keys, (b, P + k) and (b, k): cut to the rows' longest completion
-    "One micro-batch of a step's batch, cut to its longest completion: the columns after it are padding in "
-    "every row."
+    "One micro-batch of a step's batch, cut to its longest completion (after it: padding in every row)."
     K = batch["K"]
     k = max(int(batch["attention_mask"][rows, -K:].sum(1).max()), 1)                 # completion columns kept
     width = batch["input_ids"].size(1) - K + k                                          # prompt width + k
@@ -453,7 +437,7 @@ def micro_batch(
             "attention_mask": batch["attention_mask"][rows, :width], "mask": cut("mask"),
             "old_logps": cut("old_logps"), "ref_logps": cut("ref_logps")}
 
-# %% ../nbs/api/09_trainer.ipynb #36483188
+# %% ../nbs/api/09_trainer.ipynb #c23afba3
 def accumulation_divisor(
     loss_type: str,                    # one of LOSS_TYPES
     gradient_accumulation_steps: int,  # micro-batches per optimizer step
@@ -461,7 +445,7 @@ def accumulation_divisor(
     "What a micro-batch's loss is divided by for gradient accumulation: 1 for the batch-normalised losses."
     return 1 if loss_type in ("dapo", "cispo", "vespo") else gradient_accumulation_steps
 
-# %% ../nbs/api/09_trainer.ipynb #4f4bd01e
+# %% ../nbs/api/09_trainer.ipynb #8c2c2468
 def entropy_bonus(
     entropies: torch.Tensor,   # (b, k) each position's next-token entropy, with grad
     mask: torch.Tensor,        # (b, k) the tokens the surrogate trains on
@@ -476,15 +460,13 @@ def adapt_entropy_coef(
     entropy: float,   # the step's mean token entropy over every process
     args,             # entropy_target, entropy_coef_delta, entropy_coef_min, entropy_coef_max
 ) -> float:           # the next step's coefficient
-    "Skywork-OR1's controller: coef up by entropy_coef_delta while entropy ≤ entropy_target, else down, "
-    "clipped."
+    "Skywork-OR1's controller: coef up by entropy_coef_delta while entropy ≤ entropy_target, else down."
     step = args.entropy_coef_delta if entropy <= args.entropy_target else -args.entropy_coef_delta
     return min(max(coef + step, args.entropy_coef_min), args.entropy_coef_max)
 
 # %% ../nbs/api/09_trainer.ipynb #5eec8cb1
 def _gather_values(self: GRPOTrainer, x: torch.Tensor) -> torch.Tensor:
-    "Every process's 1-D values (≥ 0, any count): padded with a negative sentinel for the gather, then "
-    "dropped."
+    "Every process's 1-D values (≥ 0, any count): padded with a negative sentinel, gathered, unpadded."
     acc = self.accelerator
     if acc.num_processes == 1: return x
     gathered = acc.gather(acc.pad_across_processes(x, dim=0, pad_index=-1e9))
@@ -493,8 +475,7 @@ GRPOTrainer._gather_values = _gather_values
 
 # %% ../nbs/api/09_trainer.ipynb #83347c72
 def _update(self: GRPOTrainer, batch: dict) -> dict:
-    "Step 5: one optimizer step over the batch's micro-batches; returns the loss, grad_norm and the loss "
-    "metrics."
+    "Step 5: one optimizer step over the batch's micro-batches; returns loss, grad_norm, loss metrics."
     args, bonus, started = self.args, self._entropy_bonus_on(), time.perf_counter()
     self.model.train()
     coef, options, sums = self._entropy_coef_now(), LossOptions.from_config(args), {}
@@ -532,10 +513,9 @@ def _update(self: GRPOTrainer, batch: dict) -> dict:
     return {**out, "time/forward_backward": stepped - started, "time/optimizer": time.perf_counter() - stepped}
 GRPOTrainer._update = _update
 
-# %% ../nbs/api/09_trainer.ipynb #56d853ca
+# %% ../nbs/api/09_trainer.ipynb #526c0f1d
 def _accumulating(self: GRPOTrainer, last: bool):
-    "Gradients sync at the last micro-batch only (DDP's no_sync); under DeepSpeed, its engine's boundary is "
-    "set."
+    "Gradients sync at the last micro-batch only (DDP's no_sync); DeepSpeed's engine is told its boundary."
     if self._deepspeed():
         self.accelerator.gradient_state._set_sync_gradients(last)   # the engine steps after the last
         return contextlib.nullcontext()
@@ -543,14 +523,12 @@ def _accumulating(self: GRPOTrainer, last: bool):
 GRPOTrainer._accumulating = _accumulating
 
 def _backward(self: GRPOTrainer, loss: torch.Tensor) -> None:
-    "Backpropagate a micro-batch's loss (already divided for accumulation: DeepSpeed must not divide it "
-    "again)."
+    "Backpropagate a micro-batch's loss (already divided for accumulation: DeepSpeed must not again)."
     self.accelerator.backward(loss, **({"scale_wrt_gas": False} if self._deepspeed() else {}))
 GRPOTrainer._backward = _backward
 
 def _optimizer_step(self: GRPOTrainer) -> dict:
-    "Clip (max_grad_norm 0: measure only) and step, unless the norm is NaN/inf; the schedule moves on either "
-    "way."
+    "Clip (max_grad_norm 0: measure only) and step unless the norm is NaN/inf; the schedule moves on."
     args, model = self.args, self.model
     grad_norm = self.accelerator.clip_grad_norm_(model.parameters(), args.max_grad_norm or math.inf)
     grad_norm = float(grad_norm) if grad_norm is not None else float("nan")          # DeepSpeed: its own norm
@@ -576,7 +554,7 @@ def _masked_sum(values: torch.Tensor, mask: torch.Tensor) -> tuple[float, float]
     mask = mask.float()
     return (values.detach() * mask).sum().item(), mask.sum().item()
 
-# %% ../nbs/api/09_trainer.ipynb #8c7884f0
+# %% ../nbs/api/09_trainer.ipynb #afa11d14
 def _entropy_bonus_on(self: GRPOTrainer) -> bool:
     "Whether the loss carries TRL's entropy bonus: entropy_coef ≠ 0, or Skywork-OR1's adaptive control of it."
     return self.args.entropy_coef != 0 or self.args.use_adaptive_entropy
@@ -610,8 +588,7 @@ def evaluate(self: GRPOTrainer,
              batch_size: int = 64,
              max_new_tokens: int | None = None,   # None: max_completion_length
             ) -> dict | None:                  # {"accuracy", "n"}, or None without a dataset with answers
-    "Greedy pass@1 (`accuracy_reward`) on a dataset with `prompt` and `answer`, each process scoring its "
-    "share."
+    "Greedy pass@1 (`accuracy_reward`) on rows with `prompt` and `answer`, each process scoring a share."
     args, dataset = self.args, dataset if dataset is not None else self.eval_dataset
     if dataset is None or "answer" not in dataset.column_names: return None
     return evaluate_on_processes(self.accelerator.unwrap_model(self.model), self.tokenizer, dataset, self.accelerator,
@@ -637,8 +614,7 @@ def save(self: GRPOTrainer) -> Path | None:
 GRPOTrainer.save = save
 
 def _resume(self: GRPOTrainer, path) -> int:
-    "Load a checkpoint's weights, optimizer, scheduler, RNG and step, and the trainer's own state; return "
-    "the step."
+    "Load a checkpoint's weights, optimizer, scheduler, RNG, step and trainer state; return the step."
     acc, args = self.accelerator, self.args
     state, folder = restore_run(acc, self.model, self.optimizer, self.scheduler, path, args.output_dir,
                                 self._sharded_optimizer(), args.optim)
@@ -694,7 +670,7 @@ def train(self: GRPOTrainer) -> dict:
     return self._finish(log, stop, started)
 GRPOTrainer.train = train
 
-# %% ../nbs/api/09_trainer.ipynb #3d745703
+# %% ../nbs/api/09_trainer.ipynb #89940603
 def _start_run(self: GRPOTrainer) -> RunLog:
     "Resume if asked (else clear a replaced run's checkpoints), open the run's log, evaluate before training."
     args, main, out = self.args, self.accelerator.is_main_process, Path(self.args.output_dir)
@@ -734,8 +710,7 @@ def _evaluate_if_due(self: GRPOTrainer, log: RunLog, stop: int) -> dict | None:
 GRPOTrainer._evaluate_if_due = _evaluate_if_due
 
 def _save_if_due(self: GRPOTrainer, log: RunLog, stop: int) -> None:
-    "A checkpoint every save_steps, with the plots so far for a run of hours (the last step saves in "
-    "_finish)."
+    "A checkpoint every save_steps, with the plots so far (the last step saves in _finish)."
     args = self.args
     if args.save_steps and self.step % args.save_steps == 0 and self.step < self.max_steps and not stop:
         self.save()
@@ -743,8 +718,7 @@ def _save_if_due(self: GRPOTrainer, log: RunLog, stop: int) -> None:
 GRPOTrainer._save_if_due = _save_if_due
 
 def _finish(self: GRPOTrainer, log: RunLog, stop: int, started: float) -> dict:
-    "Save; after a stop, say how to continue; else evaluate after training, draw the plots, write "
-    "summary.json."
+    "Save; after a stop, say how to continue; else evaluate after training, plot, write summary.json."
     checkpoint, out = self.save(), Path(self.args.output_dir)
     if stop:
         name, plots = signal.Signals(stop).name, log.plots(self.eval_before)
