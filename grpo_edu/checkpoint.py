@@ -13,8 +13,8 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/checkpoint.html.md"""
 # %% auto #0
 __all__ = ['rng_state', 'set_rng_state', 'checkpoint_tmp', 'save_checkpoint', 'checkpoints', 'latest_checkpoint',
            'resolve_checkpoint', 'load_trainer_state', 'check_model_folder', 'load_policy', 'reference_model',
-           'read_safetensors', 'load_weights', 'check_resumable', 'rng_for_process', 'save_run', 'restore_run',
-           'StopSignal']
+           'place_reference_model', 'read_safetensors', 'load_weights', 'check_resumable', 'rng_for_process',
+           'save_run', 'restore_run', 'StopSignal']
 
 # %% ../nbs/api/08_checkpoint.ipynb #6c1d2e3f
 import copy, os, random, shutil, signal, threading, time
@@ -173,6 +173,26 @@ def reference_model(
         model = load_policy(model_id, torch_dtype, model_init_kwargs=model_init_kwargs)[0]
         return model.eval().requires_grad_(False)
     return copy.deepcopy(model).eval().requires_grad_(False)
+
+# %% ../nbs/api/08_checkpoint.ipynb #08fc952c
+def place_reference_model(
+    ref,                 # π_ref (reference_model)
+    accelerator,         # accelerate's Accelerator, after prepare
+    zero3: bool = False, # DeepSpeed ZeRO-3: shard π_ref like the policy
+):
+    "π_ref on this process's device with process 0's weights; under ZeRO-3 an engine sharded like π_θ."
+    if not zero3:
+        ref = ref.to(accelerator.device)
+        if accelerator.num_processes > 1:    # the same weights everywhere, whatever each process loaded
+            for t in (*ref.parameters(), *ref.buffers()): torch.distributed.broadcast(t.data, src=0)
+        return ref
+    import deepspeed
+    config = copy.deepcopy(accelerator.state.deepspeed_plugin.deepspeed_config)   # inference: no optimizer
+    for key in ("optimizer", "scheduler"): config.pop(key, None)
+    config["zero_optimization"].pop("offload_optimizer", None)
+    engine, *_ = deepspeed.initialize(model=ref, config=config)
+    engine.eval()                                                       # (DeepSpeedEngine.train returns None)
+    return engine
 
 # %% ../nbs/api/08_checkpoint.ipynb #5e947a1a
 def read_safetensors(folder) -> dict:

@@ -14,8 +14,8 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/rewards.html.md"""
 # %% auto #0
 __all__ = ['REWARD_FUNCS', 'completion_text', 'parse_number', 'extract_gsm8k_answer', 'extract_final_answer', 'answers_match',
            'accuracy_reward', 'format_reward', 'length_reward', 'exact_match_reward', 'ModelReward', 'get_reward_func',
-           'is_import_path', 'import_reward_func', 'reward_name', 'call_reward_funcs', 'reward_extras',
-           'weighted_rewards', 'score_completions', 'rewards_and_advantages', 'reward_columns_missing',
+           'load_reward_funcs', 'is_import_path', 'import_reward_func', 'reward_name', 'call_reward_funcs',
+           'reward_extras', 'weighted_rewards', 'score_completions', 'rewards_and_advantages', 'reward_columns_missing',
            'check_reward_columns']
 
 # %% ../nbs/api/02_rewards.ipynb #3f0a1c2e
@@ -179,6 +179,27 @@ def get_reward_func(name, processing_class=None, model_init_kwargs: dict | None 
     if name in REWARD_FUNCS: return REWARD_FUNCS[name]
     if is_import_path(name): return import_reward_func(name)
     return ModelReward(name, processing_class, model_init_kwargs=model_init_kwargs)   # an id or path, as TRL
+
+# %% ../nbs/api/02_rewards.ipynb #ac2da581
+def load_reward_funcs(
+    funcs: list,                        # callables, names, import paths, reward models (ids, folders, loaded)
+    tokenizers=None,                    # a reward model's tokenizer, or one per function (None: their own)
+    model_init_kwargs: dict | None = None,  # from_pretrained arguments, for reward models given by id
+    device=None,                        # where reward models run (None: where they are)
+    chat_template_kwargs: dict | None = None,   # the chat template's variables, as TRL passes them
+) -> list:
+    "The reward functions as callables: reward models loaded onto `device`, one tokenizer per function."
+    if not isinstance(tokenizers, (list, tuple)): tokenizers = [tokenizers] * len(funcs)
+    if len(tokenizers) != len(funcs):
+        raise GRPOEduError(f"reward_processing_classes has {len(tokenizers)} entries but there are "
+                           f"{len(funcs)} reward functions: give one per function (None for the ones that "
+                           "are not reward models).")
+    loaded = [get_reward_func(f, t, model_init_kwargs) for f, t in zip(funcs, tokenizers)]
+    for func in loaded:
+        if isinstance(func, ModelReward):
+            if device is not None: func.model.to(device)
+            func.chat_template_kwargs = chat_template_kwargs or {}
+    return loaded
 
 # %% ../nbs/api/02_rewards.ipynb #e1d54a88
 def is_import_path(name: str) -> bool:

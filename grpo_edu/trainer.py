@@ -21,25 +21,27 @@ __all__ = ['make_optimizer', 'disable_dropout', 'sync_ref_model', 'fill_deepspee
            'save', 'split_generation', 'train', 'trainer_from_config']
 
 # %% ../nbs/api/09_trainer.ipynb #a1e0b7c2
-import contextlib, copy, math, shutil, signal, time, warnings
+import contextlib, math, shutil, signal, time, warnings
 from pathlib import Path
 import torch
 from accelerate import Accelerator
 from accelerate.utils import gather_object, send_to_device, set_seed
 from datasets import Dataset
+from tqdm.auto import tqdm
 from transformers import TrainerState, get_scheduler
 from transformers.utils import logging as hf_logging
-from .checkpoint import (StopSignal, checkpoints, load_policy, load_weights, read_safetensors,
-                                 reference_model, restore_run, save_run)
+from .checkpoint import (StopSignal, checkpoints, load_policy, load_weights, place_reference_model,
+                                 read_safetensors, reference_model, restore_run, save_run)
 from .config import GRPOConfig, as_config
 from .data import is_prompt, load_task
 from .errors import GRPOEduError
 from .evaluation import evaluate_on_processes
 from .logprobs import per_token_logps
 from .loss import LossOptions, grpo_loss, grpo_loss_metrics, high_entropy_mask
-from .monitor import HealthMonitor, RunLog, add_sums, completion_samples, generation_metrics, logged_means
-from .rewards import ModelReward, check_reward_columns, get_reward_func, reward_name
-from .rewards import rewards_and_advantages, score_completions
+from .monitor import (HealthMonitor, RunLog, add_sums, completion_samples, generation_metrics,
+                              logged_means)
+from .rewards import (check_reward_columns, load_reward_funcs, reward_name, rewards_and_advantages,
+                              score_completions)
 from .rollout import encode_prompts, generate_completions
 from .toy import toy_policy
 
@@ -61,7 +63,7 @@ def disable_dropout(model: torch.nn.Module) -> torch.nn.Module:
     "Dropout off: `nn.Dropout` modules (as TRL's `disable_dropout`) and attention's `attention_dropout`."
     for module in model.modules():
         if isinstance(module, torch.nn.Dropout): module.p = 0.0
-        if isinstance(getattr(module, "attention_dropout", None), float): module.attention_dropout = 0.0  # Qwen2
+        if isinstance(getattr(module, "attention_dropout", None), float): module.attention_dropout = 0.0
     return model
 
 # %% ../nbs/api/09_trainer.ipynb #9d3584b1
@@ -81,7 +83,7 @@ def fill_deepspeed_config(
     args: GRPOConfig,
 ) -> dict:
     "Put the GRPOConfig's micro-batch, accumulation and clipping into DeepSpeed's config: the loop owns them."
-    ds["train_micro_batch_size_per_gpu"] = args.per_device_train_batch_size  # completions per forward/backward
+    ds["train_micro_batch_size_per_gpu"] = args.per_device_train_batch_size  # completions per forward
     ds["gradient_accumulation_steps"] = args.gradient_accumulation_steps    # micro-batches per optimizer step
     ds["train_batch_size"] = "auto"                                       # accelerate: micro × GA × processes
     ds["gradient_clipping"] = args.max_grad_norm                           # the engine clips, at the boundary
@@ -100,7 +102,8 @@ def long_prompts(
     "How many prompts the rollout would cut: longer than `max_prompt_length` tokens once templated."
     rows = [rows[i] for i in range(min(sample, len(rows)))]
     if not rows: return 0, 0, 0
-    lengths = encode_prompts(tokenizer, [r["prompt"] for r in rows], None, chat_template_kwargs)[1].sum(1)  # (n,)
+    mask = encode_prompts(tokenizer, [r["prompt"] for r in rows], None, chat_template_kwargs)[1]   # (n, P)
+    lengths = mask.sum(1)                                                                           # (n,)
     over = 0 if max_prompt_length is None else int((lengths > max_prompt_length).sum())
     return len(rows), over, int(lengths.max())
 
@@ -108,20 +111,20 @@ def long_prompts(
 class GRPOTrainer:
     "GRPO on a causal LM with TRL-signature reward functions; devices and processes through accelerate."
     def __init__(self,
-                 model,                       # a Hub id / local path, or a loaded causal LM
+                 model,                     # a Hub id / local path, or a loaded causal LM
                  reward_funcs,          # a callable, a name in grpo_edu.rewards, a reward-model id, or a list
-                 args: GRPOConfig | None = None,  # or a dict of its fields, or TRL's GRPOConfig (config.from_trl)
-                 train_dataset=None,      # a datasets.Dataset with a `prompt` column (or a list of such rows)
+                 args: GRPOConfig | None = None,   # or a dict of its fields, or TRL's GRPOConfig
+                 train_dataset=None,        # a datasets.Dataset with a `prompt` column (or a list of rows)
                  eval_dataset=None,       # optional, with `prompt` and `answer`: greedy accuracy before/after
-                 processing_class=None,       # the tokenizer (needed when `model` is already loaded)
-                 reward_processing_classes=None):  # reward models' tokenizers, one per function (None: their own)
+                 processing_class=None,     # the tokenizer (needed when `model` is already loaded)
+                 reward_processing_classes=None):   # reward models' tokenizers, one per function (None: own)
         self.args = args = as_config(args)                                 # ours, a dict, TRL's, or None
         self.accelerator = Accelerator(cpu=args.use_cpu, mixed_precision="bf16" if self._use_bf16() else "no")
-        funcs, reward_tokenizers = self._check_arguments(reward_funcs, reward_processing_classes, eval_dataset)
+        funcs = self._check_arguments(reward_funcs, eval_dataset)
         set_seed(args.seed)
         self.train_dataset = self._check_dataset(train_dataset, "train_dataset")   # bad data fails fast,
         self.eval_dataset = self._check_eval_dataset(eval_dataset)                 # before any model loads
-        self._load_rewards(funcs, reward_tokenizers)
+        self._load_rewards(funcs, reward_processing_classes)
         model = self._load_policy(model, processing_class)
         self._plan_steps()
         self._prepare(model)
@@ -130,14 +133,14 @@ class GRPOTrainer:
         self.health, self.eval_before = HealthMonitor(), None
         self.entropy_coef, self._last_world_entropy = args.entropy_coef, math.inf  # the adaptive controller's
 
-    def _check_arguments(self, reward_funcs, reward_tokenizers, eval_dataset) -> tuple[list, list]:
+    def _check_arguments(self, reward_funcs, eval_dataset) -> list:
         "Refuse before anything loads: no reward function, options that cannot go together, no eval set."
         args = self.args
         funcs = list(reward_funcs) if isinstance(reward_funcs, (list, tuple)) else [reward_funcs]
         if not funcs:
             raise GRPOEduError("reward_funcs is empty: GRPO needs at least one reward function (yours, with "
                                "TRL's signature, or a built-in such as accuracy_reward).")
-        args.validate(self.accelerator.num_processes, reward_funcs=funcs)  # the names passed here, as a recipe's
+        args.validate(self.accelerator.num_processes, reward_funcs=funcs)   # the names, as a recipe's are
         if args.sync_ref_model and self._sharded_weights():
             raise GRPOEduError("sync_ref_model=true with sharded weights (FSDP or DeepSpeed ZeRO-3): the "
                                "policy is sliced across processes there, and grpo_edu mixes whole tensors "
@@ -147,21 +150,13 @@ class GRPOTrainer:
             raise GRPOEduError(f"eval_steps={args.eval_steps} evaluates during training, but there is no "
                                "eval set: pass eval_dataset (rows with `prompt` and `answer`; from the CLI, "
                                "a task with a test split or --eval_dataset FILE), or set eval_steps 0.")
-        if not isinstance(reward_tokenizers, (list, tuple)): reward_tokenizers = [reward_tokenizers] * len(funcs)
-        if len(reward_tokenizers) != len(funcs):
-            raise GRPOEduError(f"reward_processing_classes has {len(reward_tokenizers)} entries but there "
-                               f"are {len(funcs)} reward functions: give one per function (None for the ones "
-                               "that are not reward models).")
-        return funcs, list(reward_tokenizers)
+        return funcs
 
-    def _load_rewards(self, funcs: list, tokenizers: list) -> None:
+    def _load_rewards(self, funcs: list, tokenizers) -> None:
         "The reward functions (reward models on this device, with TRL's template variables), checked."
         args = self.args
-        self.reward_funcs = [get_reward_func(f, t, args.model_init_kwargs) for f, t in zip(funcs, tokenizers)]
-        for func in self.reward_funcs:
-            if isinstance(func, ModelReward):
-                func.model.to(self.accelerator.device)
-                func.chat_template_kwargs = args.chat_template_kwargs or {}
+        self.reward_funcs = load_reward_funcs(funcs, tokenizers, args.model_init_kwargs,
+                                              self.accelerator.device, args.chat_template_kwargs)
         self.reward_names = [reward_name(f) for f in self.reward_funcs]
         check_reward_columns(self.reward_funcs, self.train_dataset)
         self.reward_weights = torch.tensor(args.reward_weights or [1.0] * len(funcs), dtype=torch.float32)
@@ -189,7 +184,7 @@ class GRPOTrainer:
         return model
 
     def _warn_long_prompts(self) -> None:
-        "Warn, before hours of training, about prompts the rollout would cut (their start: the system prompt)."
+        "Warn, before hours of training, about prompts the rollout would cut (their start: system prompt)."
         cap = self.args.max_prompt_length
         for name, rows in (("train_dataset", self.train_dataset), ("eval_dataset", self.eval_dataset)):
             if not self.accelerator.is_main_process: break
@@ -207,11 +202,12 @@ class GRPOTrainer:
         self.generate_every = args.steps_between_generations(processes)   # optimizer steps a generation feeds
         self.steps_per_round = self.generate_every // args.num_iterations   # ... in one pass over it
         self.prompts_per_process = args.prompts_per_generation(processes) // processes
-        rounds = math.ceil(len(self.train_dataset) * args.num_train_epochs / (self.prompts_per_process * processes))
+        prompts_per_round = self.prompts_per_process * processes
+        rounds = math.ceil(len(self.train_dataset) * args.num_train_epochs / prompts_per_round)
         self.max_steps = args.max_steps if args.max_steps > 0 else rounds * self.generate_every
-        self.state = TrainerState(max_steps=self.max_steps, num_train_epochs=args.num_train_epochs,  # what TRL
-                                  logging_steps=args.logging_steps, save_steps=args.save_steps,  # hands reward
-                                  train_batch_size=args.per_device_train_batch_size)               # functions
+        self.state = TrainerState(max_steps=self.max_steps, num_train_epochs=args.num_train_epochs,  # TRL's,
+                                  logging_steps=args.logging_steps, save_steps=args.save_steps,  # for the
+                                  train_batch_size=args.per_device_train_batch_size)             # rewards
 
     def _prepare(self, model) -> None:
         "The optimizer and the schedule, then accelerate's prepare (DDP, FSDP, DeepSpeed); π_ref placed."
@@ -219,30 +215,12 @@ class GRPOTrainer:
         optimizer = make_optimizer(model, args)
         self.scheduler = get_scheduler(args.lr_scheduler_type, optimizer, num_training_steps=self.max_steps,
                                        num_warmup_steps=args.num_warmup_steps(self.max_steps))
-        if acc.distributed_type.name == "DEEPSPEED": fill_deepspeed_config(acc.state.deepspeed_plugin.deepspeed_config, args)
+        if self._deepspeed(): fill_deepspeed_config(acc.state.deepspeed_plugin.deepspeed_config, args)
         self.model, self.optimizer = acc.prepare(model, optimizer)
         hf_logging.disable_progress_bar()                  # one progress bar (ours), not one per weight shard
         self.optimizer.zero_grad(set_to_none=True)       # a model handed over may carry gradients from before
-        if self.ref_model is not None: self.ref_model = self._place_ref_model(self.ref_model)
-
-    def _place_ref_model(self, ref):
-        "π_ref on this process's device with process 0's weights; under ZeRO-3 sharded like the policy."
-        acc = self.accelerator
-        if not (self._sharded_weights() and acc.distributed_type.name == "DEEPSPEED"):
-            ref = ref.to(acc.device)
-            if acc.num_processes > 1:
-                # π_ref must hold process 0's weights everywhere: FSDP's cpu_ram_efficient_loading loads real
-                # weights on process 0 only (zeros elsewhere, with some transformers releases), and prepare()
-                # broadcasts the policy's weights, not this copy's, which was taken before prepare.
-                for t in (*ref.parameters(), *ref.buffers()): torch.distributed.broadcast(t.data, src=0)
-            return ref
-        import deepspeed
-        config = copy.deepcopy(acc.state.deepspeed_plugin.deepspeed_config)   # inference only: no optimizer
-        for key in ("optimizer", "scheduler"): config.pop(key, None)
-        config["zero_optimization"].pop("offload_optimizer", None)
-        engine, *_ = deepspeed.initialize(model=ref, config=config)
-        engine.eval()                                                   # (DeepSpeedEngine.train returns None)
-        return engine
+        zero3 = self._deepspeed() and self._sharded_weights()
+        if self.ref_model is not None: self.ref_model = place_reference_model(self.ref_model, acc, zero3)
 
     def _deepspeed(self) -> bool:
         "DeepSpeed's engine accumulates, clips and steps by itself."
@@ -250,7 +228,7 @@ class GRPOTrainer:
 
     def _sharded_weights(self) -> bool:
         "FSDP or DeepSpeed ZeRO-3: each process holds a slice of every layer, so every forward is collective."
-        kind, plugin = self.accelerator.distributed_type.name, getattr(self.accelerator.state, "deepspeed_plugin", None)
+        kind, plugin = self.accelerator.distributed_type.name, self.accelerator.state.deepspeed_plugin
         return kind == "FSDP" or (kind == "DEEPSPEED" and getattr(plugin, "zero_stage", 0) == 3)
 
     def _synced_generate(self) -> bool:
@@ -285,8 +263,8 @@ class GRPOTrainer:
         if not isinstance(dataset, Dataset):
             how = {"IterableDataset": "prompts are drawn by index, so materialise a streamed one: "
                                       "Dataset.from_list(list(ds))",
-                   "DataFrame": "Dataset.from_pandas(df) makes one"}.get(
-                type(dataset).__name__, "Dataset.from_list(rows) makes one from a list of dicts")
+                   "DataFrame": "Dataset.from_pandas(df) makes one"}
+            how = how.get(type(dataset).__name__, "Dataset.from_list(rows) makes one from a list of dicts")
             raise GRPOEduError(f"{name} must be a datasets.Dataset with a `prompt` column (got "
                                f"{type(dataset).__name__}): {how}.")
         if len(dataset) == 0: raise GRPOEduError(f"{name} is empty: GRPO needs prompts.")
@@ -294,7 +272,7 @@ class GRPOTrainer:
             raise GRPOEduError(f"{name} has no `prompt` column (columns: {dataset.column_names}). Rename the "
                                "column that holds the prompts to `prompt` (a string or a list of chat "
                                "messages).")
-        if not is_prompt(first := dataset[0]["prompt"]):  # (Arrow gives every row the type and keys of the first)
+        if not is_prompt(first := dataset[0]["prompt"]):  # (Arrow gives every row the type and keys of row 0)
             raise GRPOEduError(f"the prompts of {name} must be strings or lists of chat messages like "
                                f"[{{'role': 'user', 'content': '...'}}], but row 0 holds {first!r:.200}. Fix "
                                "the data (each message needs `role` and `content`).")
@@ -332,21 +310,25 @@ GRPOTrainer._prompt_rows = _prompt_rows
 def _generate_and_score(self: GRPOTrainer, rows: list[dict]):
     "Steps 2–4: G completions per prompt, their rewards, the group advantages; π_old, π_ref log-probs."
     args, acc, started = self.args, self.accelerator, time.perf_counter()
-    prompt_ids, prompt_mask, completion_ids, completion_mask, truncated = self._rollout(rows)  # (N, P), (N, K)
+    prompt_ids, prompt_mask, completion_ids, completion_mask, truncated = self._rollout(rows)   # (N, P|K)
     rolled = time.perf_counter()
-    texts = self.tokenizer.batch_decode(completion_ids, skip_special_tokens=True)             # N = rows × G
+    texts = self.tokenizer.batch_decode(completion_ids, skip_special_tokens=True)            # N = rows × G
     self._update_trainer_state()
-    rewards_per_func, logged, extra_columns = score_completions(self.reward_funcs, rows, texts, completion_ids,
-                                                                completion_mask, self.state)     # (N, F)
-    rewards_per_func = acc.gather(rewards_per_func.to(acc.device))                           # every process's
-    rewards, advantages, advantage_std = rewards_and_advantages(rewards_per_func, self.reward_weights,
-        args.num_generations, args.scale_rewards, args.multi_objective_aggregation)          # (N·processes,)
-    mine = slice(acc.process_index * len(texts), (acc.process_index + 1) * len(texts))
-    batch = self._policy_batch(prompt_ids, prompt_mask, completion_ids, completion_mask, truncated, advantages[mine])
+    rewards_per_func, logged, extra_columns = score_completions(                              # step 3
+        self.reward_funcs, rows, texts, completion_ids, completion_mask, self.state)   # (N, F)
+    rewards_per_func = acc.gather(rewards_per_func.to(acc.device))                          # every process's
+    rewards, advantages, advantage_std = rewards_and_advantages(                            # (N·processes,)
+        rewards_per_func, self.reward_weights, args.num_generations, args.scale_rewards,
+        args.multi_objective_aggregation)
+    mine = slice(acc.process_index * len(texts), (acc.process_index + 1) * len(texts))   # this process's rows
+    batch = self._policy_batch(prompt_ids, prompt_mask, completion_ids, completion_mask, truncated,
+                               advantages[mine])
     scored = time.perf_counter()
     self._old_and_ref_logps(batch)
     lengths, clipped = acc.gather(completion_mask.sum(1).float()), acc.gather(truncated.float())
-    metrics = {**generation_metrics(rewards, rewards_per_func, self.reward_names, advantage_std, lengths, clipped),
+    rewards_metrics = generation_metrics(rewards, rewards_per_func, self.reward_names, advantage_std, lengths,
+                                         clipped)
+    metrics = {**rewards_metrics,
                "time/rollout": rolled - started, "time/rewards": scored - rolled,
                "time/ref_old_logps": time.perf_counter() - scored,
                **logged_means(gather_object([{k: (sum(v), len(v)) for k, v in logged.items()}]))}
@@ -359,17 +341,17 @@ GRPOTrainer._generate_and_score = _generate_and_score
 # %% ../nbs/api/09_trainer.ipynb #b2c4d6e8
 def _rollout(self: GRPOTrainer, rows: list[dict]) -> tuple:
     "Step 2: G completions of each prompt from π_θ: prompt ids, mask, completion ids, mask, truncated."
-    args, device = self.args, self.accelerator.device
-    ids, mask = encode_prompts(self.tokenizer, [r["prompt"] for r in rows], args.max_prompt_length,
-                               args.chat_template_kwargs)                                    # (rows, P)
-    ids = ids.repeat_interleave(args.num_generations, 0).to(device)                     # (N, P), prompt-major
-    mask = mask.repeat_interleave(args.num_generations, 0).to(device)
+    args, device, G = self.args, self.accelerator.device, self.args.num_generations
+    prompts = [r["prompt"] for r in rows]
+    ids, mask = encode_prompts(self.tokenizer, prompts, args.max_prompt_length, args.chat_template_kwargs)
+    ids, mask = ids.repeat_interleave(G, 0).to(device), mask.repeat_interleave(G, 0).to(device)   # (N, P)
     with _phase("rollout"), self.accelerator.autocast():
-        completion_ids, completion_mask, truncated = generate_completions(
+        completion_ids, completion_mask, truncated = generate_completions(                     # (N, K), (N,)
             self.accelerator.unwrap_model(self.model), self.tokenizer, ids, mask, args.max_completion_length,
             temperature=args.temperature, top_p=args.top_p, top_k=args.top_k, min_p=args.min_p,
-            repetition_penalty=args.repetition_penalty, engine=self.rollout_engine, compile=args.rollout_compile,
-            release=args.rollout_release_memory, synced_gpus=self._synced_generate())   # (N, K), (N, K), (N,)
+            repetition_penalty=args.repetition_penalty, engine=self.rollout_engine,
+            compile=args.rollout_compile, release=args.rollout_release_memory,
+            synced_gpus=self._synced_generate())
     return ids, mask, completion_ids, completion_mask, truncated
 GRPOTrainer._rollout = _rollout
 
@@ -384,10 +366,11 @@ GRPOTrainer._update_trainer_state = _update_trainer_state
 def _policy_batch(self: GRPOTrainer, prompt_ids, prompt_mask, completion_ids, completion_mask, truncated,
                   advantages) -> dict:
     "The update's inputs: prompt ‖ completion, the loss mask (truncated ones out if asked), advantages."
-    mask = completion_mask * (~truncated).long()[:, None] if self.args.mask_truncated_completions else completion_mask
-    return dict(input_ids=torch.cat([prompt_ids, completion_ids], 1), attention_mask=torch.cat([prompt_mask, mask], 1),
-                mask=mask, K=completion_ids.size(1), advantages=advantages,         # (N, P + K), (N, K), (N,)
-                num_items=self.accelerator.gather(mask.sum()[None]).sum().float(),    # every process's tokens
+    mask = completion_mask                                                                 # (N, K)
+    if self.args.mask_truncated_completions: mask = completion_mask * (~truncated).long()[:, None]
+    return dict(input_ids=torch.cat([prompt_ids, completion_ids], 1), K=completion_ids.size(1),  # (N, P + K)
+                attention_mask=torch.cat([prompt_mask, mask], 1), mask=mask, advantages=advantages,
+                num_items=self.accelerator.gather(mask.sum()[None]).sum().float(),   # every process's tokens
                 old_logps=None, ref_logps=None)
 GRPOTrainer._policy_batch = _policy_batch
 
@@ -396,7 +379,7 @@ def _old_and_ref_logps(self: GRPOTrainer, batch: dict) -> None:
     args = self.args
     logps = lambda model: per_token_logps(model, batch["input_ids"], batch["attention_mask"], batch["K"],
                                           args.temperature, args.per_device_train_batch_size,
-                                          chunk_size=args.lm_head_chunk_size)                    # (N, K)
+                                          chunk_size=args.lm_head_chunk_size)                  # (N, K)
     with _phase("reference log-probs"), self.accelerator.autocast():
         if self.generate_every > 1: batch["old_logps"] = logps(self.model)   # later steps: π_old ≠ π_θ
         if self.ref_model is not None: batch["ref_logps"] = logps(self.ref_model)
@@ -421,8 +404,8 @@ def micro_batches(
     by_length: bool = True,  # sort rows by length first (stable), so each micro-batch holds similar lengths
 ) -> list[torch.Tensor]:     # row indices of each micro-batch
     "Split n rows into micro-batches of `size`, in order or bucketed by completion length."
-    order = torch.argsort(lengths, stable=True) if by_length else torch.arange(len(lengths), device=lengths.device)
-    return list(order.split(size))
+    in_order = torch.arange(len(lengths), device=lengths.device)
+    return list((torch.argsort(lengths, stable=True) if by_length else in_order).split(size))
 
 def micro_batch(
     batch: dict,          # a step's batch (see _policy_batch)
@@ -433,8 +416,8 @@ def micro_batch(
     k = max(int(batch["attention_mask"][rows, -K:].sum(1).max()), 1)                 # completion columns kept
     width = batch["input_ids"].size(1) - K + k                                          # prompt width + k
     cut = lambda key: None if batch[key] is None else batch[key][rows][:, :k]           # (b, k)
-    return {**batch, "input_ids": batch["input_ids"][rows, :width], "K": k, "advantages": batch["advantages"][rows],
-            "attention_mask": batch["attention_mask"][rows, :width], "mask": cut("mask"),
+    return {**batch, "input_ids": batch["input_ids"][rows, :width], "K": k, "mask": cut("mask"),
+            "attention_mask": batch["attention_mask"][rows, :width], "advantages": batch["advantages"][rows],
             "old_logps": cut("old_logps"), "ref_logps": cut("ref_logps")}
 
 # %% ../nbs/api/09_trainer.ipynb #c23afba3
@@ -479,38 +462,40 @@ def _update(self: GRPOTrainer, batch: dict) -> dict:
     args, bonus, started = self.args, self._entropy_bonus_on(), time.perf_counter()
     self.model.train()
     coef, options, sums = self._entropy_coef_now(), LossOptions.from_config(args), {}
+    accumulation_steps = args.gradient_accumulation_steps
     lengths = batch["attention_mask"][:, -batch["K"]:].sum(1)                        # (n,) completion lengths
     bucket = args.bucket_by_length and args.loss_type != "bnpo" and not bonus   # bnpo, bonus: per micro-batch
     parts = micro_batches(lengths, args.per_device_train_batch_size, bucket)
     for j, rows in enumerate(parts):
-        part = micro_batch(batch, rows)                                                 # (b, P + k), (b, k)
-        boundary, phase = self._accumulating(j == len(parts) - 1), _phase("the policy update "
-                                                                          "(forward/backward)")
+        part = micro_batch(batch, rows)                                                # (b, P + k), (b, k)
+        boundary = self._accumulating(last=j == len(parts) - 1)                    # DDP's, DeepSpeed's
+        phase = _phase("the policy update (forward/backward)")                      # OOM: which knobs
         with boundary, phase, self.accelerator.autocast():
-            logps, entropies = per_token_logps(self.model, part["input_ids"], part["attention_mask"], part["K"],
-                                               args.temperature, compute_entropy=True, entropy_grad=bonus,
-                                               chunk_size=args.lm_head_chunk_size)                   # (b, k)
+            logps, entropies = per_token_logps(                                                   # (b, k)
+                self.model, part["input_ids"], part["attention_mask"], part["K"], args.temperature,
+                compute_entropy=True, entropy_grad=bonus, chunk_size=args.lm_head_chunk_size)
             keep = self._high_entropy_tokens(entropies, part["mask"])                 # (b, k) bool, None: all
-            policy_loss = grpo_loss(logps, part["old_logps"], part["ref_logps"], part["advantages"], part["mask"],
-                                    args.beta, args.epsilon, args.epsilon_high, args.loss_type,
-                                    args.max_completion_length, options=options, entropy_mask=keep,
-                                    num_items_in_batch=batch["num_items"] / self.accelerator.num_processes,
-                                    ) / accumulation_divisor(args.loss_type, args.gradient_accumulation_steps)
+            policy_loss = grpo_loss(
+                logps, part["old_logps"], part["ref_logps"], part["advantages"], part["mask"], args.beta,
+                args.epsilon, args.epsilon_high, args.loss_type, args.max_completion_length, options=options,
+                num_items_in_batch=batch["num_items"] / self.accelerator.num_processes, entropy_mask=keep,
+            ) / accumulation_divisor(args.loss_type, accumulation_steps)
             trained = part["mask"] if keep is None else part["mask"] * keep         # the tokens the loss sees
-            bonus_term = entropy_bonus(entropies, trained, coef, args.gradient_accumulation_steps) if bonus else 0.0
-            loss = policy_loss + bonus_term                                # − coef · mean entropy (TRL's)
+            bonus_term = entropy_bonus(entropies, trained, coef, accumulation_steps) if bonus else 0
+            loss = policy_loss + bonus_term                                    # TRL's entropy_coef
             self._backward(loss)
-        add_sums(sums, grpo_loss_metrics(logps.detach(), part["old_logps"], part["ref_logps"], part["advantages"],
-                                         part["mask"], args.beta, args.epsilon, args.epsilon_high, args.loss_type,
-                                         options))
         once = float(j == 0)                          # the losses: summed over micro-batches, one per process
         add_sums(sums, {"loss": (loss.item(), once), "entropy": _masked_sum(entropies, part["mask"]),
                         **({"policy_loss": (policy_loss.item(), once),
                             "controller_entropy": _masked_sum(entropies, trained)} if bonus else {})})
+        add_sums(sums, grpo_loss_metrics(logps.detach(), part["old_logps"], part["ref_logps"],
+                                         part["advantages"], part["mask"], args.beta, args.epsilon,
+                                         args.epsilon_high, args.loss_type, options))
     stepped = time.perf_counter()
     out = {**self._optimizer_step(), **self._reduce_means(sums)}
     if bonus: out["entropy_coef"] = self._adapt_entropy(out.pop("controller_entropy"))
-    return {**out, "time/forward_backward": stepped - started, "time/optimizer": time.perf_counter() - stepped}
+    return {**out, "time/forward_backward": stepped - started,
+            "time/optimizer": time.perf_counter() - stepped}
 GRPOTrainer._update = _update
 
 # %% ../nbs/api/09_trainer.ipynb #526c0f1d
@@ -535,7 +520,7 @@ def _optimizer_step(self: GRPOTrainer) -> dict:
     skipped = not model.was_step_applied() if self._deepspeed() else not math.isfinite(grad_norm)
     learning_rate = self.scheduler.get_last_lr()[0]
     if not skipped: self.optimizer.step()
-    with warnings.catch_warnings():  # the schedule counts steps as self.step does, so torch's 'order' warning is moot
+    with warnings.catch_warnings():   # the schedule counts steps as self.step does: torch's 'order' is moot
         warnings.filterwarnings("ignore", "Detected call of `lr_scheduler.step")
         self.scheduler.step()
     self.optimizer.zero_grad(set_to_none=True)
@@ -545,7 +530,8 @@ GRPOTrainer._optimizer_step = _optimizer_step
 def _reduce_means(self: GRPOTrainer, sums: dict) -> dict:
     "Every process's (sum, count) per metric added up, then divided: {name: mean over every process}."
     names = sorted(sums)
-    totals = self.accelerator.reduce(torch.tensor([sums[k] for k in names], device=self.accelerator.device), "sum")
+    totals = torch.tensor([sums[k] for k in names], device=self.accelerator.device)    # (metrics, 2)
+    totals = self.accelerator.reduce(totals, "sum")
     return {k: (totals[i, 0] / totals[i, 1].clamp(min=1.0)).item() for i, k in enumerate(names)}
 GRPOTrainer._reduce_means = _reduce_means
 
@@ -582,19 +568,17 @@ def _high_entropy_tokens(self: GRPOTrainer, entropies, mask):
 GRPOTrainer._high_entropy_tokens = _high_entropy_tokens
 
 # %% ../nbs/api/09_trainer.ipynb #3ac16480
-def evaluate(self: GRPOTrainer,
-             dataset=None,                     # rows with `prompt` and `answer` (None: the eval_dataset)
-             max_samples: int | None = None,   # the first rows only (None: eval_max_samples, else all)
-             batch_size: int = 64,
-             max_new_tokens: int | None = None,   # None: max_completion_length
-            ) -> dict | None:                  # {"accuracy", "n"}, or None without a dataset with answers
-    "Greedy pass@1 (`accuracy_reward`) on rows with `prompt` and `answer`, each process scoring a share."
+def evaluate(self: GRPOTrainer, dataset=None, max_samples: int | None = None, batch_size: int = 64,
+             max_new_tokens: int | None = None) -> dict | None:
+    "Greedy pass@1 (`accuracy_reward`) on rows with `prompt` and `answer` (None: the eval_dataset)."
     args, dataset = self.args, dataset if dataset is not None else self.eval_dataset
     if dataset is None or "answer" not in dataset.column_names: return None
-    return evaluate_on_processes(self.accelerator.unwrap_model(self.model), self.tokenizer, dataset, self.accelerator,
-                                 max_new_tokens or args.max_completion_length, max_samples or args.eval_max_samples,
-                                 batch_size, equal_batches=self._sharded_weights(), engine=self.rollout_engine,
-                                 synced_gpus=self._synced_generate(), max_prompt_length=args.max_prompt_length,
+    model, n = self.accelerator.unwrap_model(self.model), max_samples or args.eval_max_samples
+    return evaluate_on_processes(model, self.tokenizer, dataset, self.accelerator,
+                                 max_new_tokens or args.max_completion_length, n, batch_size,
+                                 equal_batches=self._sharded_weights(), engine=self.rollout_engine,
+                                 synced_gpus=self._synced_generate(),
+                                 max_prompt_length=args.max_prompt_length,
                                  chat_template_kwargs=args.chat_template_kwargs)
 GRPOTrainer.evaluate = evaluate
 
@@ -606,11 +590,13 @@ def save(self: GRPOTrainer) -> Path | None:
         pending = gather_object([(send_to_device(self._batches, "cpu"), self._gen_metrics)])
     state = {"eval_before": self.eval_before, "optim": args.optim,
              "health": {"fired": self.health.fired, "skipped": self.health.skipped_steps},
-             "entropy_control": {"entropy_coef": self.entropy_coef, "last_world_entropy": self._last_world_entropy},
+             "entropy_control": {"entropy_coef": self.entropy_coef,
+                                 "last_world_entropy": self._last_world_entropy},
              **({"generation": pending} if pending is not None else {})}
     moved_reference = self.ref_model if args.sync_ref_model else None  # π_ref has moved (TR-DPO): keep it too
-    return save_run(self.accelerator, self.model, self.optimizer, self.scheduler, self.tokenizer, args.output_dir,
-                    self.step, state, self._sharded_optimizer(), args.save_total_limit, reference=moved_reference)
+    return save_run(self.accelerator, self.model, self.optimizer, self.scheduler, self.tokenizer,
+                    args.output_dir, self.step, state, self._sharded_optimizer(), args.save_total_limit,
+                    reference=moved_reference)
 GRPOTrainer.save = save
 
 def _resume(self: GRPOTrainer, path) -> int:
@@ -625,8 +611,8 @@ def _resume(self: GRPOTrainer, path) -> int:
         self.entropy_coef, self._last_world_entropy = control["entropy_coef"], control["last_world_entropy"]
     if args.sync_ref_model and (folder / "reference").is_dir():         # the moved π_ref (TR-DPO)
         load_weights(self.ref_model, read_safetensors(folder / "reference"), path)
-    pending = state.get("generation")                                # a generation's rest, if the layout fits
-    if pending is not None and len(pending) == acc.num_processes and len(pending[0][0]) == self.steps_per_round:
+    pending = state.get("generation")                                  # a generation's rest, if it still fits
+    if pending and len(pending) == acc.num_processes and len(pending[0][0]) == self.steps_per_round:
         batches, self._gen_metrics = pending[acc.process_index]
         self._batches = send_to_device(batches, acc.device)
     return self.step
@@ -728,7 +714,8 @@ def _finish(self: GRPOTrainer, log: RunLog, stop: int, started: float) -> dict:
         return {"interrupted": True, "signal": name, "exit_status": 128 + stop, "checkpoint": str(checkpoint),
                 "steps": self.step, "plots": plots}
     summary = {"steps": self.step, "wall_s": round(time.time() - started, 1), "checkpoint": str(checkpoint)}
-    if self.eval_dataset is not None: summary["eval_before"], summary["eval_after"] = self.eval_before, self.evaluate()
+    if self.eval_dataset is not None:
+        summary["eval_before"], summary["eval_after"] = self.eval_before, self.evaluate()
     summary["health"] = self.health.summary()
     summary["plots"] = log.plots(self.eval_before, summary.get("eval_after"))
     return log.summary(summary)
@@ -738,15 +725,15 @@ GRPOTrainer._finish = _finish
 def trainer_from_config(args: GRPOConfig) -> GRPOTrainer:
     "Build the model, datasets and trainer that a GRPOConfig describes (validates first, loads second)."
     args.validate()
-    if args.model_name_or_path == "toy" and args.model_init_kwargs:  # (GRPOTrainer only warns: any model goes)
+    if args.model_name_or_path == "toy" and args.model_init_kwargs:   # (GRPOTrainer only warns)
         raise GRPOEduError(f"model_init_kwargs={args.model_init_kwargs!r} go to from_pretrained, but "
-                           f"model_name_or_path=toy is built in code, not loaded: remove them, or set "
-                           f"model_name_or_path to a Hub id or a saved model's folder.")
+                           "model_name_or_path=toy is built in code, not loaded: remove them, or set "
+                           "model_name_or_path to a Hub id or a saved model's folder.")
     train_dataset, eval_dataset = load_task(args.dataset, "train", args.dataset_path), None
-    if args.eval_dataset == "auto" and args.dataset in ("toy", "gsm8k"):
-        eval_dataset = load_task(args.dataset, "test", args.dataset_path)
-    elif args.eval_dataset not in (None, "auto"): eval_dataset = load_task(args.eval_dataset, "test", args.dataset_path)
-    rewards = [get_reward_func(f, None, args.model_init_kwargs) for f in args.reward_funcs]  # before the toy start
+    eval_task = args.dataset if args.eval_dataset == "auto" and args.dataset in ("toy", "gsm8k") else None
+    if args.eval_dataset not in (None, "auto"): eval_task = args.eval_dataset
+    if eval_task is not None: eval_dataset = load_task(eval_task, "test", args.dataset_path)
+    rewards = load_reward_funcs(args.reward_funcs, None, args.model_init_kwargs)   # before the toy warm start
     named = f"dataset {args.dataset!r}"
     check_reward_columns(rewards, GRPOTrainer._check_dataset(train_dataset, named), named)
     if args.model_name_or_path != "toy":
@@ -756,5 +743,6 @@ def trainer_from_config(args: GRPOConfig) -> GRPOTrainer:
                            f"answers, but {named} has no `answer` column ({train_dataset.column_names}). Use "
                            "the toy task (--dataset toy), or a real model (--model_name_or_path) for this "
                            "data.")
-    model, tokenizer = toy_policy(train_dataset, args.seed, args.toy_warm_start_steps, args.toy_warm_start_accuracy)
+    model, tokenizer = toy_policy(train_dataset, args.seed, args.toy_warm_start_steps,
+                                  args.toy_warm_start_accuracy)
     return GRPOTrainer(model, rewards, args, train_dataset, eval_dataset, tokenizer)
