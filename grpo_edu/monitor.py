@@ -471,8 +471,7 @@ class RunLog:
                  logging_steps: int = 1):              # steps per logged row
         self.out, self.main, self.health = Path(output_dir), main, health or HealthMonitor()
         self.max_steps, self.logging_steps, self.window, self.writer = max_steps, logging_steps, [], None
-        self.bar = tqdm(total=max_steps, initial=resume_step or 0, disable=not main, desc="GRPO",
-                        dynamic_ncols=True, mininterval=1.0, delay=1e-9)   # shown from the first step on
+        self.first_step, self.bar = resume_step or 0, None        # the progress bar: from the first step on
         if not main: return
         try: self.writer = MetricsWriter(self.out, report_to, resume_step)
         except OSError as e:                              # what validation cannot foresee (a read-only mount)
@@ -492,6 +491,9 @@ class RunLog:
             if self.writer is not None: self.writer.write(logged)
             self.window = []
         health = {"health": ",".join(self.health.fired)} if self.health.fired else {}
+        if self.bar is None:
+            self.bar = tqdm(total=self.max_steps, initial=self.first_step, disable=not self.main, desc="GRPO",
+                            dynamic_ncols=True, mininterval=1.0)
         self.bar.update(1)
         self.bar.set_postfix(reward=f"{row['reward']:.3f}", step_s=f"{row['step_time']:.2f}", **health)
 
@@ -519,5 +521,5 @@ class RunLog:
 
     def close(self) -> None:
         "Close the progress bar and the trackers (their last events reach the disk now)."
-        self.bar.close()
+        if self.bar is not None: self.bar.close()
         if self.writer is not None: self.writer.close()
