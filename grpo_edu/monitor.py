@@ -240,7 +240,7 @@ def metric_curve(
 def plot_metrics(
     rows: list[dict],    # metrics.jsonl rows
     out_dir,             # where the PNGs go
-    evals: dict | None = None,  # {"before": acc, "after": acc} drawn on the accuracy plot
+    evals: dict | None = None,  # {"before": accuracy, "after": accuracy}, drawn as lines
     plots: dict = PLOTS,        # {plot name: [metric names]}; `check_metrics` adds the ones a user asks for
 ) -> list[Path]:         # the PNG files written
     "One small PNG per curve (reward, accuracy, KL, length, grad norm) that exists in `rows`."

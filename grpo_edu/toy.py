@@ -58,12 +58,13 @@ def toy_model(
     seed: int = 0,         # init seed
 ) -> Qwen2ForCausalLM:
     "A tiny randomly initialised Qwen2 causal LM sized for the toy vocabulary."
-    cfg = Qwen2Config(vocab_size=len(tokenizer), hidden_size=hidden_size, intermediate_size=4 * hidden_size,
-                      num_hidden_layers=num_layers, num_attention_heads=4, num_key_value_heads=2,
-                      max_position_embeddings=64, tie_word_embeddings=True, rope_theta=10_000.0,
-                      pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
-                      bos_token_id=None)
-    model = Qwen2ForCausalLM(cfg)
+    width = hidden_size
+    config = Qwen2Config(vocab_size=len(tokenizer), hidden_size=width, intermediate_size=4 * width,
+                         num_hidden_layers=num_layers, num_attention_heads=4, num_key_value_heads=2,
+                         max_position_embeddings=64, tie_word_embeddings=True, rope_theta=10_000.0,
+                         pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
+                         bos_token_id=None)
+    model = Qwen2ForCausalLM(config)
     _seeded_init(model, seed)
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.generation_config.eos_token_id = tokenizer.eos_token_id

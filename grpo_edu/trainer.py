@@ -188,9 +188,10 @@ class GRPOTrainer:
         cap = self.args.max_prompt_length
         for name, rows in (("train_dataset", self.train_dataset), ("eval_dataset", self.eval_dataset)):
             if not self.accelerator.is_main_process: break
-            n, over, longest = long_prompts(self.tokenizer, rows or [], cap, self.args.chat_template_kwargs)
+            template = self.args.chat_template_kwargs
+            looked, over, longest = long_prompts(self.tokenizer, rows or [], cap, template)
             if over:
-                warnings.warn(f"{over} of the first {n} prompts of {name} are longer than "
+                warnings.warn(f"{over} of the first {looked} prompts of {name} are longer than "
                               f"max_prompt_length={cap} tokens (the longest: {longest}): the rollout keeps "
                               f"their last {cap} tokens, cutting their start (the system prompt, the "
                               "question's beginning). Raise max_prompt_length (`grpo-edu memory` shows the "
@@ -211,16 +212,17 @@ class GRPOTrainer:
 
     def _prepare(self, model) -> None:
         "The optimizer and the schedule, then accelerate's prepare (DDP, FSDP, DeepSpeed); π_ref placed."
-        args, acc = self.args, self.accelerator
+        args, accelerator = self.args, self.accelerator
         optimizer = make_optimizer(model, args)
         self.scheduler = get_scheduler(args.lr_scheduler_type, optimizer, num_training_steps=self.max_steps,
                                        num_warmup_steps=args.num_warmup_steps(self.max_steps))
-        if self._deepspeed(): fill_deepspeed_config(acc.state.deepspeed_plugin.deepspeed_config, args)
-        self.model, self.optimizer = acc.prepare(model, optimizer)
+        if self._deepspeed(): fill_deepspeed_config(accelerator.state.deepspeed_plugin.deepspeed_config, args)
+        self.model, self.optimizer = accelerator.prepare(model, optimizer)
         hf_logging.disable_progress_bar()                  # one progress bar (ours), not one per weight shard
         self.optimizer.zero_grad(set_to_none=True)       # a model handed over may carry gradients from before
         zero3 = self._deepspeed() and self._sharded_weights()
-        if self.ref_model is not None: self.ref_model = place_reference_model(self.ref_model, acc, zero3)
+        if self.ref_model is not None:
+            self.ref_model = place_reference_model(self.ref_model, accelerator, zero3)
 
     def _deepspeed(self) -> bool:
         "DeepSpeed's engine accumulates, clips and steps by itself."
@@ -309,23 +311,25 @@ GRPOTrainer._prompt_rows = _prompt_rows
 @torch.no_grad()
 def _generate_and_score(self: GRPOTrainer, rows: list[dict]):
     "Steps 2–4: G completions per prompt, their rewards, the group advantages; π_old, π_ref log-probs."
-    args, acc, started = self.args, self.accelerator, time.perf_counter()
+    args, accelerator, started = self.args, self.accelerator, time.perf_counter()
     prompt_ids, prompt_mask, completion_ids, completion_mask, truncated = self._rollout(rows)   # (N, P|K)
     rolled = time.perf_counter()
     texts = self.tokenizer.batch_decode(completion_ids, skip_special_tokens=True)            # N = rows × G
     self._update_trainer_state()
     rewards_per_func, logged, extra_columns = score_completions(                              # step 3
         self.reward_funcs, rows, texts, completion_ids, completion_mask, self.state)   # (N, F)
-    rewards_per_func = acc.gather(rewards_per_func.to(acc.device))                          # every process's
+    rewards_per_func = accelerator.gather(rewards_per_func.to(accelerator.device))          # every process's
     rewards, advantages, advantage_std = rewards_and_advantages(                            # (N·processes,)
         rewards_per_func, self.reward_weights, args.num_generations, args.scale_rewards,
         args.multi_objective_aggregation)
-    mine = slice(acc.process_index * len(texts), (acc.process_index + 1) * len(texts))   # this process's rows
+    first = accelerator.process_index * len(texts)
+    mine = slice(first, first + len(texts))                                    # this process's rows
     batch = self._policy_batch(prompt_ids, prompt_mask, completion_ids, completion_mask, truncated,
                                advantages[mine])
     scored = time.perf_counter()
     self._old_and_ref_logps(batch)
-    lengths, clipped = acc.gather(completion_mask.sum(1).float()), acc.gather(truncated.float())
+    lengths = accelerator.gather(completion_mask.sum(1).float())                           # (N·processes,)
+    clipped = accelerator.gather(truncated.float())
     rewards_metrics = generation_metrics(rewards, rewards_per_func, self.reward_names, advantage_std, lengths,
                                          clipped)
     metrics = {**rewards_metrics,
@@ -450,21 +454,21 @@ def adapt_entropy_coef(
 # %% ../nbs/api/09_trainer.ipynb #5eec8cb1
 def _gather_values(self: GRPOTrainer, x: torch.Tensor) -> torch.Tensor:
     "Every process's 1-D values (≥ 0, any count): padded with a negative sentinel, gathered, unpadded."
-    acc = self.accelerator
-    if acc.num_processes == 1: return x
-    gathered = acc.gather(acc.pad_across_processes(x, dim=0, pad_index=-1e9))
+    accelerator = self.accelerator
+    if accelerator.num_processes == 1: return x
+    gathered = accelerator.gather(accelerator.pad_across_processes(x, dim=0, pad_index=-1e9))
     return gathered[gathered != -1e9]
 GRPOTrainer._gather_values = _gather_values
 
 # %% ../nbs/api/09_trainer.ipynb #83347c72
 def _update(self: GRPOTrainer, batch: dict) -> dict:
     "Step 5: one optimizer step over the batch's micro-batches; returns loss, grad_norm, loss metrics."
-    args, bonus, started = self.args, self._entropy_bonus_on(), time.perf_counter()
+    args, with_bonus, started = self.args, self._entropy_bonus_on(), time.perf_counter()
     self.model.train()
     coef, options, sums = self._entropy_coef_now(), LossOptions.from_config(args), {}
     accumulation_steps = args.gradient_accumulation_steps
     lengths = batch["attention_mask"][:, -batch["K"]:].sum(1)                        # (n,) completion lengths
-    bucket = args.bucket_by_length and args.loss_type != "bnpo" and not bonus   # bnpo, bonus: per micro-batch
+    bucket = args.bucket_by_length and args.loss_type != "bnpo" and not with_bonus   # else: rows in order
     parts = micro_batches(lengths, args.per_device_train_batch_size, bucket)
     for j, rows in enumerate(parts):
         part = micro_batch(batch, rows)                                                # (b, P + k), (b, k)
@@ -473,7 +477,7 @@ def _update(self: GRPOTrainer, batch: dict) -> dict:
         with boundary, phase, self.accelerator.autocast():
             logps, entropies = per_token_logps(                                                   # (b, k)
                 self.model, part["input_ids"], part["attention_mask"], part["K"], args.temperature,
-                compute_entropy=True, entropy_grad=bonus, chunk_size=args.lm_head_chunk_size)
+                compute_entropy=True, entropy_grad=with_bonus, chunk_size=args.lm_head_chunk_size)
             keep = self._high_entropy_tokens(entropies, part["mask"])                 # (b, k) bool, None: all
             policy_loss = grpo_loss(
                 logps, part["old_logps"], part["ref_logps"], part["advantages"], part["mask"], args.beta,
@@ -481,19 +485,19 @@ def _update(self: GRPOTrainer, batch: dict) -> dict:
                 num_items_in_batch=batch["num_items"] / self.accelerator.num_processes, entropy_mask=keep,
             ) / accumulation_divisor(args.loss_type, accumulation_steps)
             trained = part["mask"] if keep is None else part["mask"] * keep         # the tokens the loss sees
-            bonus_term = entropy_bonus(entropies, trained, coef, accumulation_steps) if bonus else 0
+            bonus_term = entropy_bonus(entropies, trained, coef, accumulation_steps) if with_bonus else 0
             loss = policy_loss + bonus_term                                    # TRL's entropy_coef
             self._backward(loss)
         once = float(j == 0)                          # the losses: summed over micro-batches, one per process
         add_sums(sums, {"loss": (loss.item(), once), "entropy": _masked_sum(entropies, part["mask"]),
                         **({"policy_loss": (policy_loss.item(), once),
-                            "controller_entropy": _masked_sum(entropies, trained)} if bonus else {})})
+                            "controller_entropy": _masked_sum(entropies, trained)} if with_bonus else {})})
         add_sums(sums, grpo_loss_metrics(logps.detach(), part["old_logps"], part["ref_logps"],
                                          part["advantages"], part["mask"], args.beta, args.epsilon,
                                          args.epsilon_high, args.loss_type, options))
     stepped = time.perf_counter()
     out = {**self._optimizer_step(), **self._reduce_means(sums)}
-    if bonus: out["entropy_coef"] = self._adapt_entropy(out.pop("controller_entropy"))
+    if with_bonus: out["entropy_coef"] = self._adapt_entropy(out.pop("controller_entropy"))
     return {**out, "time/forward_backward": stepped - started,
             "time/optimizer": time.perf_counter() - stepped}
 GRPOTrainer._update = _update
@@ -573,9 +577,9 @@ def evaluate(self: GRPOTrainer, dataset=None, max_samples: int | None = None, ba
     "Greedy pass@1 (`accuracy_reward`) on rows with `prompt` and `answer` (None: the eval_dataset)."
     args, dataset = self.args, dataset if dataset is not None else self.eval_dataset
     if dataset is None or "answer" not in dataset.column_names: return None
-    model, n = self.accelerator.unwrap_model(self.model), max_samples or args.eval_max_samples
+    model, rows = self.accelerator.unwrap_model(self.model), max_samples or args.eval_max_samples
     return evaluate_on_processes(model, self.tokenizer, dataset, self.accelerator,
-                                 max_new_tokens or args.max_completion_length, n, batch_size,
+                                 max_new_tokens or args.max_completion_length, rows, batch_size,
                                  equal_batches=self._sharded_weights(), engine=self.rollout_engine,
                                  synced_gpus=self._synced_generate(),
                                  max_prompt_length=args.max_prompt_length,
@@ -601,9 +605,9 @@ GRPOTrainer.save = save
 
 def _resume(self: GRPOTrainer, path) -> int:
     "Load a checkpoint's weights, optimizer, scheduler, RNG, step and trainer state; return the step."
-    acc, args = self.accelerator, self.args
-    state, folder = restore_run(acc, self.model, self.optimizer, self.scheduler, path, args.output_dir,
-                                self._sharded_optimizer(), args.optim)
+    accelerator, args = self.accelerator, self.args
+    state, folder = restore_run(accelerator, self.model, self.optimizer, self.scheduler, path,
+                                args.output_dir, self._sharded_optimizer(), args.optim)
     self.step, self.eval_before = state["step"], state.get("eval_before")
     self.health.fired, self.health.skipped_steps = state["health"]["fired"], state["health"]["skipped"]
     if args.use_adaptive_entropy and "entropy_control" in state:         # where the controller had got to
@@ -612,9 +616,9 @@ def _resume(self: GRPOTrainer, path) -> int:
     if args.sync_ref_model and (folder / "reference").is_dir():         # the moved π_ref (TR-DPO)
         load_weights(self.ref_model, read_safetensors(folder / "reference"), path)
     pending = state.get("generation")                                  # a generation's rest, if it still fits
-    if pending and len(pending) == acc.num_processes and len(pending[0][0]) == self.steps_per_round:
-        batches, self._gen_metrics = pending[acc.process_index]
-        self._batches = send_to_device(batches, acc.device)
+    if pending and len(pending) == accelerator.num_processes and len(pending[0][0]) == self.steps_per_round:
+        batches, self._gen_metrics = pending[accelerator.process_index]
+        self._batches = send_to_device(batches, accelerator.device)
     return self.step
 GRPOTrainer._resume = _resume
 
