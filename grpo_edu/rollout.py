@@ -1,4 +1,26 @@
-"""Tokenise prompts (chat template when conversational), sample completions, and build the completion mask.
+"""Tokenise prompts, sample completions (static-cache engine or HF generate), mask them.
+
+Why each simplification is safe:
+
+- Prompts are left-padded so that every row's next token sits at the same column; the attention mask hides
+  padding.
+- The completion mask keeps tokens up to and including the first EOS: what follows EOS was never sampled by
+  the policy (the samplers pad it), so it must not enter the loss.
+- The static engine preallocates the KV cache for the longest prompt + max_new_tokens and attends over a
+  prefix of its columns (the smallest of four length buckets that holds every written column) with a
+  validity mask: masked columns get zero weight, so the result equals attending over the valid ones.
+- Grouped-query attention is computed per KV head with its G query heads stacked (no repeat of K and V):
+  the same numbers as repeating K/V G times, without reading the cache G times.
+- Its decode step only does in-place tensor ops on fixed buffers, so a CUDA graph can replay it; the graph
+  reads the parameters' storage, which the optimizer updates in place, so no weight copy or sync is needed.
+  HF `generate`'s loop cannot be captured: it asks the host after every token whether to stop.
+- Sampling with the Gumbel-max trick (argmax of logits + Gumbel noise) draws exactly from the softmax with
+  tensor ops only; the top-k/top-p/min-p filters are HF's own warpers, applied in `generate`'s order.
+- With fp32 master weights under bf16 autocast, the engine samples from a bf16 copy refreshed in place
+  before each rollout (one cast per rollout instead of one per token; the trainer recomputes every log-prob
+  in its own forward, so the sampler's rounding never enters the loss).
+- Anything the engine does not cover (CPU by default, other architectures, sharded weights, repetition
+  penalty) goes to Hugging Face `generate`, the fallback that works everywhere.
 
 Docs: https://grpo-edu.github.io/grpo_edu/api/rollout.html.md"""
 
@@ -10,60 +32,41 @@ __all__ = ['is_conversational', 'prompt_texts', 'encode_prompts', 'completion_ma
            'rollout_engine', 'pick_engine', 'generate_completions']
 
 # %% ../nbs/api/05_rollout.ipynb #a8b7ce0e
-"""Rollout: from prompts to completion token ids and masks.
-
-Why each simplification is safe:
-- Prompts are left-padded so that every row's next token sits at the same column; the attention mask hides padding.
-- The completion mask keeps tokens up to and including the first EOS: what follows EOS was never sampled by the
-  policy (the samplers pad it), so it must not enter the loss.
-- The static engine preallocates the KV cache for the longest prompt + max_new_tokens and attends over a prefix of
-  its columns (the smallest of four length buckets that holds every written column) with a validity mask: masked
-  columns get zero weight, so the result equals attending over the valid ones.
-- Grouped-query attention is computed per KV head with its G query heads stacked (no repeat of K and V): the same
-  numbers as repeating K/V G times, without reading the cache G times.
-- Its decode step only does in-place tensor ops on fixed buffers, so a CUDA graph can replay it; the graph reads
-  the parameters' storage, which the optimizer updates in place, so no weight copy or sync is ever needed.
-- Sampling with the Gumbel-max trick (argmax of logits + Gumbel noise) draws exactly from the softmax, without a
-  host sync; the top-k/top-p/min-p filters reproduce HF's warpers, in HF's order.
-- With fp32 master weights under bf16 autocast, the engine samples from a bf16 copy refreshed in place before each
-  rollout (one cast per rollout instead of one per token; the trainer recomputes every log-prob in its own forward,
-  so the sampler's rounding never enters the loss).
-- Anything the engine does not cover (CPU by default, other architectures, sharded weights, repetition penalty)
-  goes to Hugging Face `generate`, the fallback that works everywhere.
-"""
 import copy, weakref
 import torch
 import torch.nn.functional as F
 from transformers import GenerationConfig
+from transformers.generation.logits_process import MinPLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 from .errors import GRPOEduError
 
 # %% ../nbs/api/05_rollout.ipynb #925ff65b
 def is_conversational(prompt) -> bool:
     "True for a list of chat messages (`[{'role': ..., 'content': ...}, ...]`)."
-    return isinstance(prompt, (list, tuple)) and len(prompt) > 0 and isinstance(prompt[0], dict) and "role" in prompt[0]
+    return (isinstance(prompt, (list, tuple)) and len(prompt) > 0 and isinstance(prompt[0], dict)
+            and "role" in prompt[0])
 
 # %% ../nbs/api/05_rollout.ipynb #c0717310
-def prompt_texts(tokenizer, prompts,
-                 chat_template_kwargs: dict | None = None,  # extra template variables, e.g. {"enable_thinking": False} (Qwen3)
-                ) -> list[str]:
-    "Prompts as text: chat-template conversational prompts (with the generation prompt), pass strings through."
-    if any(is_conversational(p) for p in prompts):
-        if not getattr(tokenizer, "chat_template", None):
-            raise GRPOEduError("the dataset has conversational prompts (lists of messages) but the tokenizer has no chat "
-                               "template. Use an -Instruct model's tokenizer (it ships one), set tokenizer.chat_template, "
-                               "or give plain-text prompts.")
-        return [tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True, **(chat_template_kwargs or {}))
-                if is_conversational(p)
-                else p for p in prompts]
-    return list(prompts)
+def prompt_texts(
+    tokenizer,
+    prompts: list,                             # strings or message lists
+    chat_template_kwargs: dict | None = None,  # extra template variables, e.g. {"enable_thinking": False}
+) -> list[str]:
+    "Prompts as text: message lists through the chat template (with the generation prompt), strings as is."
+    if not any(is_conversational(p) for p in prompts): return list(prompts)
+    if not getattr(tokenizer, "chat_template", None):
+        raise GRPOEduError("the dataset has conversational prompts (lists of messages) but the tokenizer has "
+                           "no chat template. Use an -Instruct model's tokenizer (it ships one), set "
+                           "tokenizer.chat_template, or give plain-text prompts.")
+    template = dict(tokenize=False, add_generation_prompt=True, **(chat_template_kwargs or {}))
+    return [tokenizer.apply_chat_template(p, **template) if is_conversational(p) else p for p in prompts]
 
 # %% ../nbs/api/05_rollout.ipynb #c97ba742
 def encode_prompts(
-    tokenizer,                       # a HF tokenizer
-    prompts: list,                   # strings or message lists
-    max_prompt_length: int | None,   # keep the last N tokens of each prompt (None: all)
+    tokenizer,                                 # a HF tokenizer
+    prompts: list,                             # strings or message lists
+    max_prompt_length: int | None,             # keep the last N tokens of each prompt (None: all)
     chat_template_kwargs: dict | None = None,  # passed to the chat template (see prompt_texts)
-):                                   # -> (ids (B, P), mask (B, P)), left-padded
+):                                             # -> (ids (B, P), mask (B, P)), left-padded
     "Tokenise and left-pad prompts; over-long prompts keep their last `max_prompt_length` tokens."
     texts = prompt_texts(tokenizer, prompts, chat_template_kwargs)
     rows = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
@@ -82,31 +85,22 @@ def completion_mask(
     eos_ids = torch.as_tensor(eos_token_id if isinstance(eos_token_id, (list, tuple)) else [eos_token_id])
     is_eos = torch.isin(completion_ids, eos_ids.to(completion_ids.device))              # (B, K)
     K = completion_ids.size(1)
-    first = torch.where(is_eos.any(1), is_eos.int().argmax(1), torch.full_like(is_eos[:, 0], K, dtype=torch.long))
+    ended = is_eos.any(1)                                                               # (B,)
+    first_eos = torch.where(ended, is_eos.int().argmax(1), K)                           # (B,) K: never
     pos = torch.arange(K, device=completion_ids.device)[None]                           # (1, K)
-    return (pos <= first[:, None]).long(), ~is_eos.any(1)
+    return (pos <= first_eos[:, None]).long(), ~ended
 
 # %% ../nbs/api/05_rollout.ipynb #87cb9481
 def filter_logits(
     logits: torch.Tensor,       # (B, V) scores already divided by the temperature
     top_k: int = 0,             # keep the k highest scores (0: off)
     top_p: float = 1.0,         # keep the smallest set whose probability reaches top_p (1.0: off)
-    min_p: float | None = None, # drop tokens below min_p × the top token's probability (None: off)
+    min_p: float | None = None, # drop tokens below min_p × the top token's probability (None/0: off)
 ) -> torch.Tensor:              # (B, V) with filtered tokens at -inf
-    "HF generate's top-k → top-p → min-p warpers (same order, same ties) as tensor ops a CUDA graph can hold."
-    neg = -float("inf")
-    if top_k > 0:
-        kth = torch.topk(logits, min(top_k, logits.size(-1)), dim=-1).values[:, -1:]     # (B, 1) k-th largest
-        logits = logits.masked_fill(logits < kth, neg)
-    if top_p < 1.0:
-        sorted_logits, order = torch.sort(logits, dim=-1)                                 # ascending
-        cum = sorted_logits.softmax(-1).cumsum(-1)                                         # (B, V)
-        drop = cum <= 1 - top_p                                                            # the low-probability tail
-        drop[:, -1] = False                                                                # always keep the top token
-        logits = logits.masked_fill(drop.scatter(1, order, drop), neg)
-    if min_p is not None and min_p > 0:
-        probs = logits.softmax(-1)                                                         # (B, V)
-        logits = logits.masked_fill(probs < min_p * probs.amax(-1, keepdim=True), neg)
+    "HF generate's own top-k → top-p → min-p warpers in its order (tensor ops only: a CUDA graph holds them)."
+    if top_k > 0: logits = TopKLogitsWarper(top_k)(None, logits)
+    if top_p < 1.0: logits = TopPLogitsWarper(top_p)(None, logits)
+    if min_p: logits = MinPLogitsWarper(min_p)(None, logits)
     return logits
 
 # %% ../nbs/api/05_rollout.ipynb #0bb0fbf4
@@ -117,31 +111,39 @@ def sample_token(
     top_p: float = 1.0,
     min_p: float | None = None,
     greedy: bool = False,       # True: argmax (temperature and filters ignored)
-) -> torch.Tensor:              # (B,) token ids
+    with_logprob: bool = False, # also return log q(token), the sampler's own log-probability of it
+):                              # -> (B,) token ids, or (ids, log q (B,))
     "One token per row from softmax(filter(logits / T)), by the Gumbel-max trick (no host sync, graph-safe)."
-    logits = logits.float()
-    if greedy: return logits.argmax(-1)
-    z = filter_logits(logits / temperature, top_k, top_p, min_p)                # (B, V)
-    u = torch.rand_like(z).clamp_(min=1e-20)                                    # (B, V) uniform(0, 1)
-    return (z - torch.log(-torch.log(u))).argmax(-1)                            # argmax(z + Gumbel) ~ softmax(z)
+    scores = logits.float()                                                     # (B, V) z
+    if greedy: token = scores.argmax(-1)
+    else:
+        scores = filter_logits(scores / temperature, top_k, top_p, min_p)
+        uniform = torch.rand_like(scores).clamp_(min=1e-20)                    # (B, V) u ~ U(0, 1)
+        token = (scores - torch.log(-torch.log(uniform))).argmax(-1)         # argmax(z + Gumbel) ~ softmax(z)
+    if not with_logprob: return token
+    picked = scores.gather(-1, token[:, None]).squeeze(-1)                     # (B,) z of the token
+    return token, picked - scores.logsumexp(-1)                                # log softmax(z)[token]
 
 # %% ../nbs/api/05_rollout.ipynb #7dc223ce
 def static_engine_unsupported(model) -> str | None:
     "None when `StaticRollout` can run `model`; otherwise the reason it falls back to HF generate."
-    cfg = getattr(model, "config", None)
-    if getattr(cfg, "model_type", None) not in ("qwen2", "llama"):
-        return f"architecture {getattr(cfg, 'model_type', type(model).__name__)!r} (the engine knows qwen2 and llama)"
-    if getattr(getattr(model, "model", None), "layers", None) is None or not hasattr(model, "lm_head") \
-            or not hasattr(model.model, "rotary_emb"):
+    config = getattr(model, "config", None)
+    kind = getattr(config, "model_type", None)
+    if kind not in ("qwen2", "llama"):
+        return f"architecture {kind or type(model).__name__!r} (the engine knows qwen2 and llama)"
+    inner = getattr(model, "model", None)
+    parts = [getattr(inner, "layers", None), getattr(inner, "rotary_emb", None)]
+    if any(part is None for part in parts) or not hasattr(model, "lm_head"):
         return "the model lacks the usual model.layers / lm_head / rotary_emb layout"
-    if getattr(cfg, "use_sliding_window", False) or any(t != "full_attention" for t in (getattr(cfg, "layer_types", None) or [])):
+    layer_types = getattr(config, "layer_types", None) or []
+    if getattr(config, "use_sliding_window", False) or any(t != "full_attention" for t in layer_types):
         return "sliding-window attention"
-    rope = getattr(cfg, "rope_parameters", None) or getattr(cfg, "rope_scaling", None) or {}
+    rope = getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None) or {}
     if isinstance(rope, dict) and "dynamic" in str(rope.get("rope_type", rope.get("type", ""))):
         return "dynamic RoPE scaling (its frequencies change with the length)"
     for p in model.parameters():
         if p.device.type == "meta" or hasattr(p, "ds_id") or type(p).__name__ in ("DTensor", "FlatParameter"):
-            return "sharded parameters (FSDP / DeepSpeed ZeRO-3): each process holds only a slice of the weights"
+            return "sharded parameters (FSDP / DeepSpeed ZeRO-3): each process holds a slice of the weights"
     return None
 
 # %% ../nbs/api/05_rollout.ipynb #1b509e9b
@@ -149,15 +151,17 @@ _SHADOWS = weakref.WeakKeyDictionary()          # model -> its copy in the sampl
 
 @torch.no_grad()
 def sampling_weights(model, dtype: torch.dtype):
-    "The model the engine reads: `model` when its float weights are `dtype`; else a `dtype` copy, refreshed in place now."
+    "The model the engine reads: `model` if its float weights are `dtype`, else a `dtype` copy refreshed now."
     if all(p.dtype == dtype for p in model.parameters() if p.is_floating_point()): return model
     shadow = _SHADOWS.get(model)
     if shadow is None or next(shadow.parameters()).dtype != dtype:
-        # deepcopy with the parameters pre-mapped to their cast copies: no full-precision duplicate is ever made
-        memo = {id(p): torch.nn.Parameter(p.detach().to(dtype), requires_grad=False) for p in model.parameters()}
+        # deepcopy with the parameters pre-mapped to their cast copies: no full-precision duplicate is made
+        cast = lambda p: torch.nn.Parameter(p.detach().to(dtype), requires_grad=False)
+        memo = {id(p): cast(p) for p in model.parameters()}
         _SHADOWS[model] = shadow = copy.deepcopy(model, memo).eval()
     else:
-        for s, p in zip(shadow.parameters(), model.parameters()): s.copy_(p)    # cast-copy into the same storage
+        for copied, master in zip(shadow.parameters(), model.parameters()):
+            copied.copy_(master)                                                 # cast into the same storage
     return shadow
 
 # %% ../nbs/api/05_rollout.ipynb #9d6a101f
@@ -166,7 +170,7 @@ def _rotate_half(x):                                                            
     return torch.cat((-x2, x1), dim=-1)
 
 class StaticRollout:
-    "Static-KV-cache sampler for Qwen2/Llama models; reads the live weights, optionally replaying one CUDA graph per token."
+    "Static-KV-cache sampler for Qwen2/Llama: reads the live weights; on CUDA, replays one graph per token."
     def __init__(self,
                  model,                          # a Qwen2/Llama causal LM (see static_engine_unsupported)
                  batch_size: int,                # B, rows sampled together
@@ -175,35 +179,43 @@ class StaticRollout:
                  compile: bool = False):         # torch.compile the decode step before capturing it
         why = static_engine_unsupported(model)
         if why is not None: raise GRPOEduError(f"StaticRollout cannot run this model: {why}.")
-        cfg, p = model.config, next(model.parameters())
-        self._model = weakref.ref(model)                                     # the engine never keeps a model alive
-        self.B, self.L, self.dev = batch_size, max_len, p.device
-        self.H, self.Hkv = cfg.num_attention_heads, cfg.num_key_value_heads
-        self.D = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
-        self.cuda_graph = (self.dev.type == "cuda") if cuda_graph is None else cuda_graph
+        config = model.config
+        self._model = weakref.ref(model)                                # the engine never keeps a model alive
+        self.B, self.L, self.device = batch_size, max_len, next(model.parameters()).device
+        self.H, self.Hkv = config.num_attention_heads, config.num_key_value_heads
+        self.D = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+        self.cuda_graph = (self.device.type == "cuda") if cuda_graph is None else cuda_graph
         self.compile, self.graphs, self._eos_ids, self._pool = compile, {}, {}, None
-        B, L, dev = batch_size, max_len, self.dev
-        self.valid = torch.zeros(B, L, dtype=torch.bool, device=dev)        # (B, L) columns each row may attend to
-        self.offset = torch.zeros(B, 1, dtype=torch.long, device=dev)       # (B, 1) left padding of each row
-        self.col = torch.zeros(1, dtype=torch.long, device=dev)             # cache column of the token being fed
-        self.step = torch.zeros(1, dtype=torch.long, device=dev)            # index of the next output token
-        self.tok = torch.zeros(B, dtype=torch.long, device=dev)             # (B,) last sampled token
-        self.done = torch.zeros(B, dtype=torch.bool, device=dev)            # (B,) rows that produced EOS
-        self.out = torch.zeros(B, 0, dtype=torch.long, device=dev)          # (B, N) sampled tokens
-        self.kv = None                                                      # per layer (K, V), each (B, Hkv, L, D)
+        self.kv = None                                                 # per layer (K, V), each (B, Hkv, L, D)
+        self._init_state()
 
     @property
     def model(self): return self._model()
 
-    def _alloc(self, dtype, n_new):
-        "(Re)allocate the cache in `dtype` and the output buffer; any captured graph refers to the old ones, so drop it."
+    def _init_state(self):
+        "The decode loop's state: fixed tensors that a captured graph reads and writes in place."
+        B, L = self.B, self.L
+        zeros = lambda *shape, dtype=torch.long: torch.zeros(*shape, dtype=dtype, device=self.device)
+        self.valid = zeros(B, L, dtype=torch.bool)          # (B, L) columns each row may attend to
+        self.offset = zeros(B, 1)                            # (B, 1) left padding of each row
+        self.col = zeros(1)                                  # cache column of the token being fed
+        self.step = zeros(1)                                 # index of the next output token
+        self.tok = zeros(B)                                  # (B,) last sampled token
+        self.done = zeros(B, dtype=torch.bool)               # (B,) rows that produced EOS
+        self.out = zeros(B, 0)                               # (B, N) sampled tokens
+        self.logprobs = zeros(B, 0, dtype=torch.float)       # (B, N) their log q, when asked for
+
+    def _alloc(self, dtype, n_new: int):
+        "(Re)allocate the cache in `dtype` and the output buffers; graphs captured on the old ones go."
         if self.kv is None or self.kv[0][0].dtype != dtype:
             shape = (self.B, self.Hkv, self.L, self.D)
-            self.kv = [(torch.zeros(shape, dtype=dtype, device=self.dev), torch.zeros(shape, dtype=dtype, device=self.dev))
-                       for _ in self.model.model.layers]
+            new = lambda: torch.zeros(shape, dtype=dtype, device=self.device)
+            self.kv = [(new(), new()) for _ in self.model.model.layers]
             self.graphs = {}
         if self.out.size(1) < n_new:
-            self.out = torch.zeros(self.B, n_new, dtype=torch.long, device=self.dev); self.graphs = {}
+            self.out = torch.zeros(self.B, n_new, dtype=torch.long, device=self.device)
+            self.logprobs = torch.zeros(self.B, n_new, device=self.device)
+            self.graphs = {}
 
 # %% ../nbs/api/05_rollout.ipynb #c5358f80
 def gqa_attention(
@@ -213,13 +225,15 @@ def gqa_attention(
     mask: torch.Tensor,   # (B, 1, T, L) True where query t may attend to column j
 ) -> torch.Tensor:        # (B, H, T, D)
     "softmax(q kᵀ / √D) v with G query heads per KV head; decode steps (T = 1) never repeat K and V."
-    B, H, T, D = q.shape; Hkv = k.size(1); G = H // Hkv
-    if T > 1:   # prefill, once per rollout: a fused SDPA kernel, so the (B, H, T, L) scores are never materialised
-        return F.scaled_dot_product_attention(q, k.repeat_interleave(G, 1), v.repeat_interleave(G, 1), attn_mask=mask)
-    qg = q.reshape(B, Hkv, G, D)                                                 # (B, Hkv, G, D) a KV head's G queries
-    s = (qg @ k.transpose(-1, -2)).float() * D ** -0.5                           # (B, Hkv, G, L)
-    s = s.masked_fill(~mask, float("-inf"))                                      # (B, 1, 1, L) broadcasts over heads
-    return (s.softmax(-1).to(v.dtype) @ v).reshape(B, H, 1, D)                   # (B, H, 1, D)
+    B, H, T, D = q.shape
+    G = H // k.size(1)
+    if T > 1:   # prefill, once per rollout: a fused SDPA kernel never materialises the (B, H, T, L) scores
+        k, v = k.repeat_interleave(G, 1), v.repeat_interleave(G, 1)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    grouped = q.reshape(B, k.size(1), G, D)                             # (B, Hkv, G, D) a KV head's G queries
+    scores = (grouped @ k.transpose(-1, -2)).float() * D ** -0.5            # (B, Hkv, G, L)
+    scores = scores.masked_fill(~mask, float("-inf"))                     # (B, 1, 1, L) broadcasts over heads
+    return (scores.softmax(-1).to(v.dtype) @ v).reshape(B, H, 1, D)          # (B, H, 1, D)
 
 # %% ../nbs/api/05_rollout.ipynb #62c92e63
 def _forward(self: StaticRollout,
@@ -228,73 +242,126 @@ def _forward(self: StaticRollout,
              cols: torch.Tensor,   # (T,) the cache columns they are written to
              mask: torch.Tensor,   # (B, 1, T, L') True where query t may attend to cache column j (L' ≤ L)
              ) -> torch.Tensor:    # (B, V) logits of the last position
-    "The model's forward over the static cache, built from its own modules: only the cache and the mask are ours."
-    m = self.src.model
-    x = m.embed_tokens(ids)                                                      # (B, T, C)
-    cos, sin = m.rotary_emb(x, pos)                                              # (B, T, D) each
+    "The model's forward over the static cache, built from its own modules: only the cache and mask are ours."
+    decoder = self.src.model
+    x = decoder.embed_tokens(ids)                                                # (B, T, C)
+    cos, sin = decoder.rotary_emb(x, pos)                                        # (B, T, D) each
     cos, sin = cos[:, None], sin[:, None]                                        # (B, 1, T, D)
-    B, T, Lk = ids.size(0), ids.size(1), mask.size(-1)
-    for layer, (kc, vc) in zip(m.layers, self.kv):
-        a, h = layer.self_attn, layer.input_layernorm(x)
-        q = a.q_proj(h).view(B, T, self.H, self.D).transpose(1, 2)              # (B, H, T, D)
-        k = a.k_proj(h).view(B, T, self.Hkv, self.D).transpose(1, 2)            # (B, Hkv, T, D)
-        v = a.v_proj(h).view(B, T, self.Hkv, self.D).transpose(1, 2)            # (B, Hkv, T, D)
-        q, k = q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin   # RoPE: rotate by position
-        kc.index_copy_(2, cols, k.to(kc.dtype)); vc.index_copy_(2, cols, v.to(vc.dtype))   # cache[:, :, cols] = k, v
-        o = gqa_attention(q.to(kc.dtype), kc[:, :, :Lk], vc[:, :, :Lk], mask)    # (B, H, T, D) softmax(qKᵀ/√D)V
-        x = x + a.o_proj(o.transpose(1, 2).reshape(B, T, self.H * self.D))      # residual
+    B, T, n_cols = ids.size(0), ids.size(1), mask.size(-1)
+    for layer, (k_cache, v_cache) in zip(decoder.layers, self.kv):
+        attn, normed = layer.self_attn, layer.input_layernorm(x)
+        q = attn.q_proj(normed).view(B, T, self.H, self.D).transpose(1, 2)       # (B, H, T, D)
+        k = attn.k_proj(normed).view(B, T, self.Hkv, self.D).transpose(1, 2)     # (B, Hkv, T, D)
+        v = attn.v_proj(normed).view(B, T, self.Hkv, self.D).transpose(1, 2)     # (B, Hkv, T, D)
+        q = q * cos + _rotate_half(q) * sin                                      # RoPE: rotate by position
+        k = k * cos + _rotate_half(k) * sin
+        k_cache.index_copy_(2, cols, k.to(k_cache.dtype))                        # cache[:, :, cols] = k
+        v_cache.index_copy_(2, cols, v.to(v_cache.dtype))                        # cache[:, :, cols] = v
+        o = gqa_attention(q.to(k_cache.dtype), k_cache[:, :, :n_cols], v_cache[:, :, :n_cols], mask)
+        x = x + attn.o_proj(o.transpose(1, 2).reshape(B, T, self.H * self.D))   # residual
         x = x + layer.mlp(layer.post_attention_layernorm(x))                     # residual
-    return self.src.lm_head(m.norm(x[:, -1:]))[:, -1]                            # (B, V)
+    return self.src.lm_head(decoder.norm(x[:, -1:]))[:, -1]                      # (B, V)
 StaticRollout._forward = _forward
 
 # %% ../nbs/api/05_rollout.ipynb #b39a591a
-def _decode_step(self: StaticRollout, Lk: int):
-    "One token for every row: forward at column `col` attending to columns [0, Lk), sample, record, advance."
-    self.valid.index_fill_(1, self.col, True)                                    # the fed token's column is visible
-    pos = self.col.view(1, 1) - self.offset                                      # (B, 1) position = column - left pads
-    logits = self._forward(self.tok[:, None], pos, self.col, self.valid[:, None, None, :Lk])   # (B, V)
-    nxt = sample_token(logits, *self._sampling)                                  # (B,)
-    nxt = nxt.masked_fill(self.done, self._pad)                                  # finished rows emit padding
-    self.out.index_copy_(1, self.step, nxt[:, None])                             # out[:, step] = nxt
-    self.done |= (nxt[:, None] == self._eos).any(-1)                            # (B,) hit an EOS id (graph-safe isin)
-    self.tok.copy_(nxt); self.col.add_(1); self.step.add_(1)
+def _sample_and_record(self: StaticRollout, logits: torch.Tensor):
+    "Sample each row's next token from `logits` (B, V), write it (and its log q) at `step`, mark EOS rows."
+    if self._with_logprobs:
+        token, logprob = sample_token(logits, *self._sampling, with_logprob=True)    # (B,), (B,)
+        self.logprobs.index_copy_(1, self.step, logprob[:, None])
+    else: token = sample_token(logits, *self._sampling)                              # (B,)
+    token = token.masked_fill(self.done, self._pad)                               # finished rows emit padding
+    self.out.index_copy_(1, self.step, token[:, None])                               # out[:, step] = token
+    self.done |= (token[:, None] == self._eos).any(-1)                       # hit an EOS id (graph-safe isin)
+    self.tok.copy_(token)
+    self.step.add_(1)
+StaticRollout._sample_and_record = _sample_and_record
+
+def _decode_step(self: StaticRollout, n_cols: int):
+    "One token for every row: a forward at column `col` attending to columns [0, n_cols), then sample."
+    self.valid.index_fill_(1, self.col, True)                              # the fed token's column is visible
+    pos = self.col.view(1, 1) - self.offset                                  # (B, 1) position = column - pads
+    mask = self.valid[:, None, None, :n_cols]                                    # (B, 1, 1, n_cols)
+    self._sample_and_record(self._forward(self.tok[:, None], pos, self.col, mask))
+    self.col.add_(1)
 StaticRollout._decode_step = _decode_step
 
 def _buckets(self: StaticRollout) -> list[int]:
-    "Four attention lengths (multiples of 16, the last = L): a decode step attends to the smallest that holds its column."
+    "Four attention lengths (multiples of 16, the last L): a step attends to the smallest holding its column."
     return sorted({min(self.L, -(-self.L * i // 4 // 16) * 16) for i in range(1, 5)})
 StaticRollout._buckets = _buckets
 
-def _graph(self: StaticRollout, key) -> dict:
-    "The decode step for these settings, one per length bucket: compiled if asked, captured as CUDA graphs on CUDA."
-    if key in self.graphs: return self.graphs[key]
-    if self.compile:   # dynamo compiles one function at most 8 times by default, then silently runs it eager; a run
-        dyn = torch._dynamo.config   # needs 4 buckets × (sampled, greedy eval) × engine sizes, so allow more
-        dyn.recompile_limit = max(dyn.recompile_limit, 64)
-    fn = torch.compile(self._decode_step, dynamic=False) if self.compile else self._decode_step
-    amp = torch.is_autocast_enabled(self.dev.type)
-    adt = torch.get_autocast_dtype(self.dev.type) if amp else None
-    def runner(Lk):   # autocast without its weight cache, so the bf16 casts of the weights happen inside the graph
+# %% ../nbs/api/05_rollout.ipynb #3e0c9a51
+def _step_runners(self: StaticRollout) -> dict:
+    "Per length bucket, a function running one decode step under the rollout's autocast (compiled if asked)."
+    if self.compile:   # dynamo compiles a function at most 8 times by default, then silently runs it eager;
+        dynamo_config = torch._dynamo.config   # a run needs 4 buckets × (sampled, greedy) × engine sizes
+        dynamo_config.recompile_limit = max(dynamo_config.recompile_limit, 64)
+    step = torch.compile(self._decode_step, dynamic=False) if self.compile else self._decode_step
+    amp = torch.is_autocast_enabled(self.device.type)
+    amp_dtype = torch.get_autocast_dtype(self.device.type) if amp else None
+    def runner(n_cols):   # autocast without its weight cache, so the weights' casts happen inside the graph
         def run():
-            with torch.autocast(self.dev.type, dtype=adt, enabled=amp, cache_enabled=False): fn(Lk)
+            with torch.autocast(self.device.type, dtype=amp_dtype, enabled=amp, cache_enabled=False):
+                step(n_cols)
         return run
-    steps = {Lk: runner(Lk) for Lk in self._buckets()}
-    if self.cuda_graph:                   # all buckets captured now, before any rollout state exists (warm-ups write junk)
-        if self._pool is None: self._pool = torch.cuda.graph_pool_handle()       # graphs never run at once: one pool
-        for Lk, run in steps.items():
-            for t in (self.valid, self.offset, self.col, self.step, self.done, self.tok): t.zero_()
-            s = torch.cuda.Stream(); s.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(s):
-                for _ in range(3): run()                                         # warm-up (and compile) outside capture
-            torch.cuda.current_stream().wait_stream(s)
-            g = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(g, pool=self._pool): run()
-            steps[Lk] = g.replay
-    self.graphs[key] = steps
-    return steps
+    return {n_cols: runner(n_cols) for n_cols in self._buckets()}
+StaticRollout._step_runners = _step_runners
+
+def _capture(self: StaticRollout, runners: dict) -> dict:
+    "Each bucket's step captured as a CUDA graph (warmed up on a side stream first); returns their replays."
+    if self._pool is None: self._pool = torch.cuda.graph_pool_handle()    # graphs never run at once: one pool
+    replays = {}
+    for n_cols, run in runners.items():
+        for state in (self.valid, self.offset, self.col, self.step, self.done, self.tok): state.zero_()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(3): run()                                   # warm-up (and compile) outside capture
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=self._pool): run()
+        replays[n_cols] = graph.replay
+    return replays
+StaticRollout._capture = _capture
+
+def _graph(self: StaticRollout, key) -> dict:
+    "The decode step for these settings, one per length bucket: compiled if asked, captured on CUDA."
+    if key not in self.graphs:   # captured before the rollout's state is set: the warm-ups write junk into it
+        runners = self._step_runners()
+        self.graphs[key] = self._capture(runners) if self.cuda_graph else runners
+    return self.graphs[key]
 StaticRollout._graph = _graph
 
 # %% ../nbs/api/05_rollout.ipynb #c8c38bc5
+def _set_sampling(self: StaticRollout, eos_token_id, pad_token_id: int, sampling: tuple, with_logprobs: bool):
+    "The settings the decode step reads; EOS ids become a tensor that captured graphs keep."
+    eos = tuple(eos_token_id) if isinstance(eos_token_id, (list, tuple)) else (eos_token_id,)
+    self._eos = self._eos_ids.setdefault(eos, torch.tensor(eos, device=self.device))
+    self._pad, self._sampling, self._with_logprobs = pad_token_id, sampling, with_logprobs
+    return (sampling, eos, pad_token_id, with_logprobs)
+StaticRollout._set_sampling = _set_sampling
+
+def _prefill(self: StaticRollout, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, dtype, amp: bool):
+    "Write the prompts into cache columns [0, P) in one forward, and sample each row's first token."
+    P = prompt_ids.size(1)
+    prompt = prompt_mask.bool()                                                  # (B, P)
+    self.valid.zero_()
+    self.valid[:, :P] = prompt                                                   # prompt in columns [0, P)
+    self.offset.copy_((~prompt).sum(1, keepdim=True))                            # (B, 1) left pads
+    self.done.zero_()
+    self.out.fill_(self._pad)
+    self.col.fill_(P)
+    self.step.zero_()
+    pos = (prompt.long().cumsum(1) - 1).clamp(min=0)                        # (B, P) as HF: pads at position 0
+    causal = torch.ones(P, P, dtype=torch.bool, device=self.device).tril()       # (P, P)
+    itself = torch.eye(P, dtype=torch.bool, device=self.device)                  # (P, P) pads see themselves
+    mask = (causal & prompt[:, None, :]) | itself                                # (B, P, P)
+    with torch.autocast(self.device.type, dtype=dtype, enabled=amp, cache_enabled=False):
+        logits = self._forward(prompt_ids, pos, torch.arange(P, device=self.device), mask[:, None])   # (B, V)
+    self._sample_and_record(logits)
+StaticRollout._prefill = _prefill
+
 @torch.no_grad()
 def generate(self: StaticRollout,
              prompt_ids: torch.Tensor,       # (B, P) left-padded
@@ -304,69 +371,87 @@ def generate(self: StaticRollout,
              pad_token_id: int,
              do_sample: bool = True,         # False: greedy
              temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0, min_p: float | None = None,
-             check_every: int = 8,           # look for "every row finished" every this many tokens (one host sync)
-             ) -> torch.Tensor:              # (B, K) tokens, K ≤ max_new_tokens, padding after EOS
-    "Prefill the prompts in one forward, then decode token by token until every row has ended or max_new_tokens."
+             check_every: int = 8,           # ask "has every row ended?" every this many tokens (a host sync)
+             with_logprobs: bool = False,    # also return log q of each sampled token (the sampler's own)
+             ):                            # -> (B, K) tokens, K ≤ max_new_tokens, padding after EOS (+ log q)
+    "Prefill the prompts in one forward, then decode token by token until every row ends or max_new_tokens."
     B, P = prompt_ids.shape
     if B != self.B or P + max_new_tokens > self.L:
-        raise GRPOEduError(f"this StaticRollout holds {self.B} rows × {self.L} columns; got {B} rows × {P} + {max_new_tokens}.")
-    amp = torch.is_autocast_enabled(self.dev.type)
-    dtype = torch.get_autocast_dtype(self.dev.type) if amp else next(self.model.parameters()).dtype
+        raise GRPOEduError(f"this StaticRollout holds {self.B} rows × {self.L} columns; got {B} rows × {P} + "
+                           f"{max_new_tokens}.")
+    amp = torch.is_autocast_enabled(self.device.type)
+    dtype = torch.get_autocast_dtype(self.device.type) if amp else next(self.model.parameters()).dtype
     self._alloc(dtype, max(max_new_tokens, 4))
-    self.src = sampling_weights(self.model, dtype)                               # the model, or its refreshed bf16 copy
-    eos = list(eos_token_id) if isinstance(eos_token_id, (list, tuple)) else [eos_token_id]
-    self._eos = self._eos_ids.setdefault(tuple(eos), torch.tensor(eos, device=self.dev))   # graphs hold this tensor
-    self._pad, self._sampling = pad_token_id, (temperature, top_k, top_p, min_p, not do_sample)
-    steps = self._graph((self._sampling, tuple(eos), pad_token_id, dtype, amp, id(self.src)))  # (captured before the state is set)
-    pm = prompt_mask.bool()                                                      # (B, P)
-    self.valid.zero_(); self.valid[:, :P] = pm                                   # prompt in columns [0, P)
-    self.offset.copy_((~pm).sum(1, keepdim=True))                                # (B, 1) left pads
-    self.done.zero_(); self.out.fill_(pad_token_id); self.col.fill_(P)
-    pos = (pm.long().cumsum(1) - 1).clamp(min=0)                                 # (B, P) as HF: pads at position 0
-    causal = torch.ones(P, P, dtype=torch.bool, device=self.dev).tril()          # (P, P)
-    mask = (causal & pm[:, None, :]) | torch.eye(P, dtype=torch.bool, device=self.dev)   # (B, P, P) pads see themselves
-    with torch.autocast(self.dev.type, dtype=dtype, enabled=amp, cache_enabled=False):
-        logits = self._forward(prompt_ids, pos, torch.arange(P, device=self.dev), mask[:, None])   # (B, V)
-    first = sample_token(logits, *self._sampling)                                # (B,)
-    self.out[:, 0] = first; self.done |= (first[:, None] == self._eos).any(-1); self.tok.copy_(first); self.step.fill_(1)
+    self.src = sampling_weights(self.model, dtype)                               # the model, or its bf16 copy
+    sampling = (temperature, top_k, top_p, min_p, not do_sample)
+    settings = self._set_sampling(eos_token_id, pad_token_id, sampling, with_logprobs)
+    steps = self._graph((*settings, dtype, amp, id(self.src)))
+    self._prefill(prompt_ids, prompt_mask, dtype, amp)
     n, buckets = 1, sorted(steps)
     while n < max_new_tokens:
-        steps[next(b for b in buckets if b >= P + n)](); n += 1                  # feeds column P+n-1: attend to [0, P+n)
+        steps[next(b for b in buckets if b >= P + n)]()                         # feeds column P+n-1: [0, P+n)
+        n += 1
         if n % check_every == 0 and bool(self.done.all()): break                 # early exit (one host sync)
-    return self.out[:, :n].clone()
+    tokens = self.out[:, :n].clone()
+    return (tokens, self.logprobs[:, :n].clone()) if with_logprobs else tokens
 StaticRollout.generate = generate
 
 def release(self: StaticRollout):
-    "Free the KV cache, the output buffer and the captured graphs (the next `generate` allocates and captures again)."
-    if self.model is not None: _SHADOWS.pop(self.model, None)                    # the bf16 copy too (fp32 masters)
+    "Free the KV cache, the output buffers and the captured graphs (the next `generate` builds them again)."
+    if self.model is not None: _SHADOWS.pop(self.model, None)               # the bf16 copy too (fp32 masters)
     self.kv, self.graphs, self.src, self._pool = None, {}, None, None
-    self.out = torch.zeros(self.B, 0, dtype=torch.long, device=self.dev)
-    if self.dev.type == "cuda": torch.cuda.empty_cache()
+    self.out = torch.zeros(self.B, 0, dtype=torch.long, device=self.device)
+    self.logprobs = torch.zeros(self.B, 0, device=self.device)
+    if self.device.type == "cuda": torch.cuda.empty_cache()
 StaticRollout.release = release
 
 # %% ../nbs/api/05_rollout.ipynb #a2d579f9
 _ENGINES = weakref.WeakKeyDictionary()          # model -> {batch size: StaticRollout}
 
 def rollout_engine(model, batch_size: int, max_len: int, compile: bool = False) -> StaticRollout:
-    "A StaticRollout of the model with ≥ `batch_size` rows: an existing one if it is big enough, else built (or grown)."
+    "A StaticRollout of the model with ≥ `batch_size` rows: one it has if big enough, else a new one."
     engines = _ENGINES.setdefault(model, {})
     fits = [e for e in engines.values() if e.B >= batch_size and e.L >= max_len and e.compile == compile]
-    if fits: return min(fits, key=lambda e: e.B)                                # e.g. eval's last, smaller batch
-    engines.pop(batch_size, None)                                               # too short or other compile: free it first
+    if fits: return min(fits, key=lambda engine: engine.B)                   # e.g. eval's last, smaller batch
+    engines.pop(batch_size, None)                                        # too short or other compile: free it
     engines[batch_size] = StaticRollout(model, batch_size, -(-max_len // 64) * 64, compile=compile)
     return engines[batch_size]
 
 def pick_engine(model, engine: str = "auto", repetition_penalty: float = 1.0) -> str:
     "'static' or 'hf': what `engine` ('auto' | 'static' | 'hf') means for this model on its device."
     if engine == "hf": return "hf"
-    why = static_engine_unsupported(model) or ("repetition_penalty ≠ 1 (HF generate implements it)" if repetition_penalty != 1.0 else None)
+    why = static_engine_unsupported(model)
+    if why is None and repetition_penalty != 1.0: why = "repetition_penalty ≠ 1 (HF generate implements it)"
     if engine == "static":
-        if why: raise GRPOEduError(f"rollout_engine='static' cannot run this model: {why}. Use rollout_engine=auto "
-                                   f"(falls back to HF generate where needed) or rollout_engine=hf.")
+        if why: raise GRPOEduError(f"rollout_engine='static' cannot run this model: {why}. Use "
+                                   f"rollout_engine=auto (falls back to HF generate where needed) or "
+                                   f"rollout_engine=hf.")
         return "static"
     return "static" if why is None and next(model.parameters()).device.type == "cuda" else "hf"
 
 # %% ../nbs/api/05_rollout.ipynb #0a27e115
+def _static_completions(model, prompt_ids, prompt_mask, max_new_tokens: int, eos, pad_token_id: int,
+                        compile: bool, release: bool, **sampling) -> torch.Tensor:
+    "(B, K) tokens from the model's StaticRollout; a bigger engine's extra rows sample the last prompt again."
+    B, P = prompt_ids.shape
+    engine = rollout_engine(model, B, P + max_new_tokens, compile)
+    fill = lambda t: torch.cat([t, t[-1:].expand(engine.B - B, -1)])          # (engine.B, P)
+    if engine.B > B: prompt_ids, prompt_mask = fill(prompt_ids), fill(prompt_mask)
+    tokens = engine.generate(prompt_ids, prompt_mask, max_new_tokens, eos, pad_token_id, **sampling)[:B]
+    if release: engine.release()
+    return tokens
+
+def _hf_completions(model, prompt_ids, prompt_mask, max_new_tokens: int, eos, pad_token_id: int,
+                    repetition_penalty: float, synced_gpus: bool, do_sample: bool,
+                    **sampling) -> torch.Tensor:
+    "(B, K) tokens from HF generate with the same settings."
+    config = GenerationConfig(max_new_tokens=max_new_tokens, do_sample=do_sample, pad_token_id=pad_token_id,
+                              eos_token_id=eos, bos_token_id=None, repetition_penalty=repetition_penalty,
+                              **(sampling if do_sample else {}))
+    out = model.generate(input_ids=prompt_ids, attention_mask=prompt_mask, generation_config=config,
+                         synced_gpus=synced_gpus)                                  # (B, P + K)
+    return out[:, prompt_ids.size(1):]
+
 @torch.no_grad()
 def generate_completions(
     model,                           # the policy (unwrapped)
@@ -380,31 +465,26 @@ def generate_completions(
     top_k: int = 0,
     min_p: float | None = None,
     repetition_penalty: float = 1.0,
-    engine: str = "auto",            # "auto": StaticRollout on CUDA when it can, else HF generate; "static"; "hf"
+    engine: str = "auto",            # "auto" (StaticRollout on CUDA where it can, else HF), "static", "hf"
     compile: bool = False,           # torch.compile the static engine's decode step
-    release: bool = False,           # free the static engine's cache and graphs afterwards (lower peak, re-capture next time)
-    synced_gpus: bool = False,       # sharded weights on several processes: every process steps until all are done
+    release: bool = False,           # free the static engine's cache and graphs afterwards (lower peak)
+    synced_gpus: bool = False,       # sharded weights on several processes: every process steps until all end
 ):                                   # -> (completion_ids (B, K), mask (B, K), truncated (B,))
-    "Sample one completion per row; return ids padded to K ≤ max_new_tokens, the EOS mask and the truncation flags."
-    eos = model.generation_config.eos_token_id if model.generation_config.eos_token_id is not None else tokenizer.eos_token_id
-    was_training = model.training; model.eval()
+    "Sample one completion per row: ids padded to K ≤ max_new_tokens, the EOS mask and the truncation flags."
+    eos = model.generation_config.eos_token_id
+    if eos is None: eos = tokenizer.eos_token_id
+    pad = tokenizer.pad_token_id
+    sampling = dict(do_sample=do_sample, temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p)
+    was_training = model.training
+    model.eval()
     try:
         if pick_engine(model, engine, repetition_penalty) == "static":
-            B, P = prompt_ids.shape
-            e = rollout_engine(model, B, P + max_new_tokens, compile)
-            ids, pm = prompt_ids, prompt_mask
-            if e.B > B:                                   # a bigger engine: fill its rows with copies of the last prompt
-                ids, pm = (torch.cat([t, t[-1:].expand(e.B - B, -1)]) for t in (prompt_ids, prompt_mask))
-            cids = e.generate(ids, pm, max_new_tokens, eos, tokenizer.pad_token_id, do_sample=do_sample,
-                              temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p)[:B]   # (B, K)
-            if release: e.release()
+            completion_ids = _static_completions(model, prompt_ids, prompt_mask, max_new_tokens, eos, pad,
+                                                 compile, release, **sampling)                  # (B, K)
         else:
-            gc = GenerationConfig(max_new_tokens=max_new_tokens, do_sample=do_sample, pad_token_id=tokenizer.pad_token_id,
-                                  eos_token_id=eos, bos_token_id=None, repetition_penalty=repetition_penalty,
-                                  **(dict(temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p) if do_sample else {}))
-            cids = model.generate(input_ids=prompt_ids, attention_mask=prompt_mask, generation_config=gc,
-                                  synced_gpus=synced_gpus)[:, prompt_ids.size(1):]   # (B, K)
+            completion_ids = _hf_completions(model, prompt_ids, prompt_mask, max_new_tokens, eos, pad,
+                                             repetition_penalty, synced_gpus, **sampling)       # (B, K)
     finally:
         model.train(was_training)
-    mask, truncated = completion_mask(cids, eos)
-    return cids * mask + tokenizer.pad_token_id * (1 - mask), mask, truncated
+    mask, truncated = completion_mask(completion_ids, eos)
+    return completion_ids * mask + pad * (1 - mask), mask, truncated
