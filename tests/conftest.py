@@ -32,8 +32,25 @@ def pytest_addoption(parser):
     parser.addoption("--runslow", action="store_true", default=False, help="run tests marked slow")
 
 
+# Whole-program runs: a training run through the command line, several processes, the docs render, the benchmark's
+# smoke run. Each is the only end-to-end check of its path, and each takes tens of seconds: `pytest -m "not e2e"` is
+# the fast tier (the TRL oracle, the pure functions, the configuration, the refusals of bad input).
+E2E = {"test_default_run.py", "test_distributed.py", "test_fsdp.py", "test_deepspeed.py", "test_docs.py",
+       "test_bench.py", "test_faults.py", "test_sharded_fallback.py", "test_readme_and_sync.py::test_readme_script_runs",
+       "test_bad_input.py::test_new_run_over_an_old_one_is_refused",
+       "test_bad_input.py::test_own_reward_function_by_import_path"}
+
+
+def is_e2e(item) -> bool:
+    "Whether a collected test is one of the whole-program runs in E2E (a file, or a file::test)."
+    file = Path(str(item.fspath)).name
+    return file in E2E or f"{file}::{item.originalname}" in E2E
+
+
 def pytest_collection_modifyitems(config, items):
     import torch
+    for item in items:
+        if is_e2e(item): item.add_marker(pytest.mark.e2e)
     skip_slow = pytest.mark.skip(reason="slow: run with --runslow")
     skip_cuda = pytest.mark.skip(reason="needs a CUDA GPU: run `pytest -m cuda tests` on a GPU machine (other runs hide it)")
     for item in items:
