@@ -12,10 +12,20 @@ def test_bench_smoke(shared, tmp_path):
     assert len(files) == 1
     rec = json.loads(files[0].read_text())
     row = rec["results"][0]
-    assert rec["gpu"] and "torch" in rec["versions"] and row["model"] == "tiny"
+    assert rec["gpu"].startswith("cpu-") and row["model"] == "tiny"                 # never named as a GPU
+    assert {"python", "torch", "transformers", "accelerate", "trl", "grpo_edu"} <= set(rec["versions"])
+    assert "bench" in rec["command"] and "--shapes" in rec["command"]
     assert rec["config"]["ours_overrides"] == {"rollout_release_memory": True}
-    for k in ("ours_step_s", "trl_step_s", "rollout_tok_s", "hf_generate_tok_s", "ours_before_step_s"): assert row[k] and row[k] > 0, k
-    assert "ours_peak_gib" in row and "trl_peak_gib" in row and row["ours_planner_gib"] > 0
+    for k in ("ours_step_s", "trl_step_s", "rollout_tok_s", "hf_generate_tok_s", "ours_before_step_s"):
+        assert row[k] and row[k] > 0, k
+    assert row["ours_peak_gib"] is None and row["trl_peak_gib"] is None              # no GPU: no peak memory
+    assert row["ours_planner_gib"] > 0
+    # sampler vs trainer at step one: in fp32 on a CPU both samplers' q is the trainer's π, token for token
+    ratios = row["sampler_vs_trainer"]
+    assert ratios["precision"] == "fp32"
+    for sampler in ("engine", "hf_generate"):
+        assert ratios[sampler]["tokens"] > 0 and ratios[sampler]["outside_0.9_1.1"] == 0.0, ratios
+        assert ratios[sampler]["mean_abs_rho_minus_1"] < 1e-4, ratios
     assert row["rollout_compiled_tok_s"] is None                        # compiled engine: GPU only
     assert row["step_speedup_vs_trl"] == round(row["trl_step_s"] / row["ours_step_s"], 2)
     for phases in (row["ours_phases_s"], row["ours_before_phases_s"]):
