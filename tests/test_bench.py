@@ -44,7 +44,7 @@ def test_bench_needs_data(tmp_path):
 
 
 def test_bench_cut_short_keeps_what_it_measured(shared, tmp_path, monkeypatch):
-    "A run stopped mid-shape (Ctrl-C, or a time limit on a borrowed GPU) leaves a file with the measurements made so far."
+    "A run stopped mid-shape (Ctrl-C, a job's time limit) leaves a file with the measurements made so far."
     import pytest
     import grpo_edu.bench as b
     fake = lambda *a, **kw: {"step_s": [2.0, 4.0], "peak_gib": 1.5, "mean_length": [8, 8], "phases": {"rollout": 1.0}}
