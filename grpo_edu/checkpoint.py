@@ -1,4 +1,4 @@
-"""Loading a policy, atomic checkpoints (a temp folder renamed) and an exact resume.
+"""Atomic checkpoints (a temp folder renamed), an exact resume, and stopping a run cleanly.
 
 A checkpoint holds model, tokenizer, optimizer, scheduler, RNG states and step.
 
@@ -12,18 +12,16 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/checkpoint.html.md"""
 
 # %% auto #0
 __all__ = ['rng_state', 'set_rng_state', 'checkpoint_tmp', 'save_checkpoint', 'checkpoints', 'latest_checkpoint',
-           'resolve_checkpoint', 'load_trainer_state', 'check_model_folder', 'load_policy', 'reference_model',
-           'place_reference_model', 'read_safetensors', 'load_weights', 'check_resumable', 'rng_for_process',
-           'save_run', 'restore_run', 'StopSignal']
+           'resolve_checkpoint', 'load_trainer_state', 'check_model_folder', 'read_safetensors', 'load_weights',
+           'check_resumable', 'rng_for_process', 'save_run', 'restore_run', 'StopSignal']
 
 # %% ../nbs/api/08_checkpoint.ipynb #6c1d2e3f
-import copy, os, random, shutil, signal, threading, time
+import os, random, shutil, signal, threading, time
 from pathlib import Path
 import torch
 from accelerate.utils import gather_object
 from tqdm.auto import tqdm
-from transformers import AutoModelForCausalLM, AutoTokenizer
-from .errors import GRPOEduError, check_local_path, model_load_error
+from .errors import GRPOEduError
 
 # %% ../nbs/api/08_checkpoint.ipynb #5a19190d
 def rng_state() -> dict:
@@ -126,73 +124,6 @@ def check_model_folder(
                        "folder that save_pretrained wrote (config.json, the weights and the tokenizer "
                        "files), a checkpoint-N folder of a grpo-edu run, or a Hub id such as "
                        "Qwen/Qwen2.5-0.5B-Instruct.")
-
-# %% ../nbs/api/08_checkpoint.ipynb #e9240667
-_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "auto": "auto"}
-
-def load_policy(
-    name: str,                            # a Hub id or a local folder
-    torch_dtype: str = "float32",         # the weights' dtype (GRPOConfig.torch_dtype)
-    field: str = "model_name_or_path",    # the option `name` came from, for the error message
-    model_init_kwargs: dict | None = None,  # more from_pretrained arguments (GRPOConfig.model_init_kwargs)
-):
-    "A causal LM and its tokenizer (left padding, a pad token) from a Hub id or a local folder."
-    from grpo_edu.config import MODEL_EXAMPLE                      # (config imports this module)
-    check_local_path(name, field, MODEL_EXAMPLE)                  # a mistyped folder, not a failed Hub lookup
-    check_model_folder(name, field)                                # a run's folder, not its checkpoint
-    kwargs = model_init_kwargs or {}
-    try:                                                          # as TRL: the tokenizer of the same revision
-        revision = {k: kwargs[k] for k in ("revision",) if k in kwargs}
-        tokenizer = AutoTokenizer.from_pretrained(name, **revision)
-        model = AutoModelForCausalLM.from_pretrained(name, **{**kwargs, "dtype": _DTYPES[torch_dtype]})
-    except (OSError, ValueError, *((TypeError, ImportError) if kwargs else ())) as e:   # without kwargs: bugs
-        raise model_load_error(e, f"could not load model {name!r}",
-            "If it is a Hub id, the Hugging Face Hub may be unreachable from here and the model is not in "
-            f"the local cache: download it where there is network (`hf download {name}`) and copy the folder "
-            f"over, or set {field} to a local folder that holds config.json, the weights and the tokenizer "
-            "files.",
-            kwargs) from None
-    if tokenizer.pad_token is None: tokenizer.pad_token = tokenizer.eos_token
-    tokenizer.padding_side = "left"
-    return model, tokenizer
-
-# %% ../nbs/api/08_checkpoint.ipynb #a832e1b7
-def reference_model(
-    model,                           # the policy, before accelerate's prepare
-    model_id: str | None,            # its Hub id or folder (None: it came loaded)
-    torch_dtype: str = "float32",
-    model_init_kwargs: dict | None = None,
-) -> torch.nn.Module:
-    "A frozen π_ref: a deep copy of the policy, or loaded again when ZeRO-3's zero.Init cut it in shards."
-    if any(hasattr(p, "ds_id") for p in model.parameters()):   # a copy of a shard would alias the policy's
-        if model_id is None:
-            raise GRPOEduError("beta > 0 under DeepSpeed ZeRO-3 needs its own reference model, but the "
-                               "policy was passed already loaded as ZeRO-3 shards: pass the model as an id "
-                               "or path (model='Qwen/...'), or set zero3_init_flag: false in the accelerate "
-                               "config.")
-        model = load_policy(model_id, torch_dtype, model_init_kwargs=model_init_kwargs)[0]
-        return model.eval().requires_grad_(False)
-    return copy.deepcopy(model).eval().requires_grad_(False)
-
-# %% ../nbs/api/08_checkpoint.ipynb #08fc952c
-def place_reference_model(
-    ref,                 # π_ref (reference_model)
-    accelerator,         # accelerate's Accelerator, after prepare
-    zero3: bool = False, # DeepSpeed ZeRO-3: shard π_ref like the policy
-):
-    "π_ref on this process's device with process 0's weights; under ZeRO-3 an engine sharded like π_θ."
-    if not zero3:
-        ref = ref.to(accelerator.device)
-        if accelerator.num_processes > 1:    # the same weights everywhere, whatever each process loaded
-            for t in (*ref.parameters(), *ref.buffers()): torch.distributed.broadcast(t.data, src=0)
-        return ref
-    import deepspeed
-    config = copy.deepcopy(accelerator.state.deepspeed_plugin.deepspeed_config)   # inference: no optimizer
-    for key in ("optimizer", "scheduler"): config.pop(key, None)
-    config["zero_optimization"].pop("offload_optimizer", None)
-    engine, *_ = deepspeed.initialize(model=ref, config=config)
-    engine.eval()                                                       # (DeepSpeedEngine.train returns None)
-    return engine
 
 # %% ../nbs/api/08_checkpoint.ipynb #5e947a1a
 def read_safetensors(folder) -> dict:

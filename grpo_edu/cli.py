@@ -154,7 +154,7 @@ def cmd_eval(argv: list[str]) -> int:
     from grpo_edu.data import load_task
     from grpo_edu.evaluation import evaluate_dataset
     from grpo_edu.monitor import write_json
-    from grpo_edu.trainer import load_policy
+    from grpo_edu.policy import load_policy
     dataset = load_task(args.dataset, args.split, args.dataset_path)
     if "answer" not in dataset.column_names:
         raise GRPOEduError(f"--dataset {args.dataset}: eval needs an `answer` column.")

@@ -15,10 +15,10 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/config.html.md"""
 
 # %% auto #0
 __all__ = ['TRACKERS', 'ONE_GENERATION', 'RANGES', 'CHOICES', 'MODEL_EXAMPLE', 'FIELD_TYPES', 'FIELD_NAMES', 'TRL_NOT_HERE',
-           'TOY_RECIPE', 'GRPOConfig', 'flat_list', 'tracker_names', 'optional_type', 'fits', 'expected', 'type_error',
-           'check_values', 'validate', 'trl_instead', 'not_a_field', 'json_mapping', 'text_reader', 'field_reader',
-           'FieldHelp', 'FieldParser', 'config_parser', 'config_from_dict', 'read_recipe', 'load_config', 'recipe_path',
-           'parse_config', 'from_trl', 'as_config', 'toy_settings']
+           'TOY_RECIPE', 'GRPOConfig', 'flat_list', 'tracker_names', 'check_trackers', 'optional_type', 'fits',
+           'expected', 'type_error', 'check_values', 'validate', 'trl_instead', 'not_a_field', 'json_mapping',
+           'text_reader', 'field_reader', 'FieldHelp', 'FieldParser', 'config_parser', 'config_from_dict',
+           'read_recipe', 'load_config', 'recipe_path', 'parse_config', 'from_trl', 'as_config', 'toy_settings']
 
 # %% ../nbs/api/06_config.ipynb #6db2c230
 import argparse, dataclasses, importlib.util, json, math, os, re, typing, warnings
@@ -240,14 +240,30 @@ def flat_list(value):
     if not isinstance(value, list): return value
     return [item for part in value for item in (part if isinstance(part, list) else [part])]
 
+def _installed(name: str) -> bool: return importlib.util.find_spec(name) is not None
+
 def tracker_names(report_to):
     "report_to as transformers takes it (none, all, a name, 'a,b', a list) -> tracker names."
     names = report_to.split(",") if isinstance(report_to, str) else [] if report_to is None else report_to
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
         return report_to                                                      # validate() names the problem
     names = [n.strip() for n in names]
-    if "all" in names: names = [t for t in TRACKERS if importlib.util.find_spec(t) is not None]
+    if "all" in names: names = [t for t in TRACKERS if _installed(t)]
     return [n for n in dict.fromkeys(names) if n not in ("none", "")]
+
+def check_trackers(
+    names: list,             # tracker names, as tracker_names gives them
+    installed: bool = True,  # also require each one's package (False: the names alone)
+) -> list:
+    "The names, or one paragraph for a name that is no tracker or (installed=True) one not installed."
+    for name in names:
+        if name not in TRACKERS:
+            raise GRPOEduError(f"report_to={name!r} is not a tracker grpo_edu logs to: use tensorboard, wandb, "
+                               f"trackio, all (the installed ones) or none.{closest(name, TRACKERS)}")
+        if installed and not _installed(name):
+            raise GRPOEduError(f"report_to={name} needs the {name} package: `pip install {name}`, or leave it "
+                               "out of report_to (metrics.jsonl and the PNG plots are always written).")
+    return names
 
 # %% ../nbs/api/06_config.ipynb #0d94b7a2
 def _err(msg): raise GRPOEduError(msg)
@@ -371,12 +387,13 @@ def check_values(obj, ranges: dict, choices: dict) -> None:
 
 # %% ../nbs/api/06_config.ipynb #e3a51f96
 def _check_batches(c, num_processes: int) -> None:
-    "Whole groups in a micro-batch; a generation's size given one way, and feeding whole optimizer steps."
+    "Whole groups on each process; a generation's size given one way, and feeding whole optimizer steps."
     G, mb, P = c.num_generations, c.per_device_train_batch_size, num_processes
     GA = c.gradient_accumulation_steps
     if mb % G:
         _err(f"per_device_train_batch_size={mb} is not a multiple of num_generations={G}: it counts "
-             f"completions, and each micro-batch must hold whole groups of {G}. Valid choices: "
+             f"completions, and each process samples whole groups of {G} (a group's advantage then needs no "
+             f"other process). Valid choices: "
              f"{', '.join(str(G * k) for k in range(1, 5))}, … (or change num_generations to a divisor of "
              f"{mb}).")
     if c.steps_per_generation is not None and c.generation_batch_size is not None:
@@ -467,7 +484,8 @@ MODEL_EXAMPLE = ("a folder that holds a saved model (config.json, weights, token
 
 def _check_rewards(c, funcs: list, offline: bool) -> None:
     "At least one reward; each a built-in, an importable function or a reward model; one weight for each."
-    if not funcs: _err("reward_funcs is empty: GRPO needs at least one reward function, e.g. [accuracy].")
+    if not funcs: _err("reward_funcs is empty: GRPO needs at least one reward function: a built-in such as "
+                       "accuracy, yours (TRL's signature), or a reward model.")
     for f in () if offline else funcs:   # a name that is no built-in, folder or Hub id (org/name) is a typo
         if not isinstance(f, str) or f in REWARD_FUNCS: continue
         if is_import_path(f):
@@ -485,19 +503,9 @@ def _check_rewards(c, funcs: list, offline: bool) -> None:
         _err(f"reward_weights has {len(c.reward_weights)} values but there are {len(funcs)} reward "
              f"functions: give one weight per function.")
 
-def _check_report_to(c) -> None:
-    "report_to: trackers accelerate knows."
-    for name in c.report_to:
-        if name not in TRACKERS:
-            _err(f"report_to={name!r} is not a tracker grpo_edu logs to: use tensorboard, wandb, trackio, "
-                 f"all (the installed ones) or none.{closest(name, TRACKERS)}")
-
 def _check_installed(c) -> None:
-    "The packages the run imports: 8-bit AdamW's, each tracker's (a run should not fail at its first log)."
-    for name in c.report_to:
-        if importlib.util.find_spec(name) is None:
-            _err(f"report_to={name} needs the {name} package: `pip install {name}`, or leave it out of "
-                 f"report_to (metrics.jsonl and the PNG plots are always written).")
+    "The packages the run imports: each tracker's (a run should not fail at its first log), 8-bit AdamW's."
+    check_trackers(c.report_to)
     if c.optim == "adamw_8bit" and importlib.util.find_spec("bitsandbytes") is None:
         _err("optim=adamw_8bit needs the bitsandbytes package (CUDA): `pip install bitsandbytes`, or set "
              "optim=adamw_torch (fp32/bf16 AdamW states, 2 × the weights' bytes).")
@@ -554,7 +562,7 @@ def validate(self: GRPOConfig, num_processes: int = 1,
     _check_entropy_and_reference(self)
     _check_schedule(self)
     _check_model_init_kwargs(self)
-    _check_report_to(self)
+    check_trackers(self.report_to, installed=False)
     _check_rewards(self, self.reward_funcs if reward_funcs is None else list(reward_funcs), offline)
     if not offline:
         _check_installed(self)

@@ -18,16 +18,20 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/data.html.md"""
 
 # %% auto #0
 __all__ = ['SYSTEM_PROMPT', 'BUILDERS', 'SPLITS', 'hub_dataset', 'gsm8k_row', 'gsm8k_dataset', 'quiet_datasets', 'first_bad_line',
-           'read_file', 'is_prompt', 'prompt_dataset', 'find_shared_data', 'tldr_dataset', 'load_task']
+           'read_file', 'is_prompt', 'prompt_dataset', 'find_shared_data', 'tldr_dataset', 'load_task',
+           'check_prompt_dataset', 'check_eval_dataset', 'long_prompts', 'warn_long_prompts', 'epoch_order',
+           'prompt_indices', 'task_datasets']
 
 # %% ../nbs/api/04_data.ipynb #da425a3b
-import json, os
+import functools, json, os, warnings
 from contextlib import contextmanager
 from pathlib import Path
 import datasets
+import torch
 from datasets import Dataset, Json, load_dataset
 from .errors import GRPOEduError, closest, offline_hint
 from .rewards import extract_gsm8k_answer
+from .rollout import encode_prompts
 
 # %% ../nbs/api/04_data.ipynb #0eeff43f
 SYSTEM_PROMPT = ("A conversation between User and Assistant. The user asks a question, and the "
@@ -192,3 +196,118 @@ def load_task(
         ev = addition_dataset(200, seed=1)
         return ev if split == "test" else addition_dataset(20_000, seed=2, exclude=ev["prompt"])
     return prompt_dataset(name)
+
+# %% ../nbs/api/04_data.ipynb #3b7d0c55
+def check_prompt_dataset(
+    dataset,                       # a datasets.Dataset, or a list of row dicts
+    name: str = "train_dataset",   # the argument it came as, named in the message
+) -> Dataset:
+    "A datasets.Dataset with prompts in a `prompt` column (a list of rows becomes one), or a clear error."
+    if dataset is None: raise GRPOEduError(f"{name} is required: a datasets.Dataset with a `prompt` "
+                                           "column.")
+    if isinstance(dataset, (list, tuple)) and all(isinstance(r, dict) for r in dataset):
+        dataset = Dataset.from_list(list(dataset))
+    if not isinstance(dataset, Dataset):
+        how = {"IterableDataset": "prompts are drawn by index, so materialise a streamed one: "
+                                  "Dataset.from_list(list(ds))",
+               "DataFrame": "Dataset.from_pandas(df) makes one"}
+        how = how.get(type(dataset).__name__, "Dataset.from_list(rows) makes one from a list of dicts")
+        raise GRPOEduError(f"{name} must be a datasets.Dataset with a `prompt` column (got "
+                           f"{type(dataset).__name__}): {how}.")
+    if len(dataset) == 0: raise GRPOEduError(f"{name} is empty: GRPO needs prompts.")
+    if "prompt" not in dataset.column_names:
+        raise GRPOEduError(f"{name} has no `prompt` column (columns: {dataset.column_names}). Rename the "
+                           "column that holds the prompts to `prompt` (a string or a list of chat "
+                           "messages).")
+    if not is_prompt(first := dataset[0]["prompt"]):  # (Arrow gives every row the type and keys of row 0)
+        raise GRPOEduError(f"the prompts of {name} must be strings or lists of chat messages like "
+                           f"[{{'role': 'user', 'content': '...'}}], but row 0 holds {first!r:.200}. Fix "
+                           "the data (each message needs `role` and `content`).")
+    return dataset
+
+def check_eval_dataset(
+    dataset,             # rows with `prompt` and `answer`, or None
+    eval_steps: int = 0, # GRPOConfig.eval_steps: > 0 needs an eval set
+) -> Dataset | None:
+    "The eval set, checked like the train set, with an `answer` column to score against; None stays None."
+    if dataset is None and eval_steps:
+        raise GRPOEduError(f"eval_steps={eval_steps} evaluates during training, but there is no eval set: "
+                           "pass eval_dataset (rows with `prompt` and `answer`; from the CLI, a task with a "
+                           "test split or --eval_dataset FILE), or set eval_steps 0.")
+    if dataset is None: return None
+    if "answer" not in (dataset := check_prompt_dataset(dataset, "eval_dataset")).column_names:
+        raise GRPOEduError(f"eval_dataset has no `answer` column (columns: {dataset.column_names}): the "
+                           "held-out accuracy compares each greedy completion with it. Add the "
+                           "reference answers as `answer`, or pass no eval_dataset (from the CLI: "
+                           "--eval_dataset none).")
+    return dataset
+
+# %% ../nbs/api/04_data.ipynb #ea45a789
+def long_prompts(
+    tokenizer,
+    rows,                                # a dataset (or list) of rows with `prompt`
+    max_prompt_length: int | None,       # the cap the rollout applies (None: no cap)
+    chat_template_kwargs: dict | None = None,
+    sample: int = 512,                   # rows looked at: the first ones (tokenising a big set takes minutes)
+) -> tuple[int, int, int]:               # (rows looked at, how many are over the cap, the longest in tokens)
+    "How many prompts the rollout would cut: longer than `max_prompt_length` tokens once templated."
+    rows = [rows[i] for i in range(min(sample, len(rows)))]
+    if not rows: return 0, 0, 0
+    mask = encode_prompts(tokenizer, [r["prompt"] for r in rows], None, chat_template_kwargs)[1]   # (n, P)
+    lengths = mask.sum(1)                                                                           # (n,)
+    over = 0 if max_prompt_length is None else int((lengths > max_prompt_length).sum())
+    return len(rows), over, int(lengths.max())
+
+def warn_long_prompts(
+    tokenizer,
+    datasets: dict,                      # {name: rows with `prompt`}; None: nothing to look at
+    max_prompt_length: int | None,
+    chat_template_kwargs: dict | None = None,
+) -> None:
+    "Warn, before hours of training, about prompts the rollout would cut (their start: the system prompt)."
+    for name, rows in datasets.items():
+        cap = max_prompt_length
+        looked, over, longest = long_prompts(tokenizer, rows or [], cap, chat_template_kwargs)
+        if over:
+            warnings.warn(f"{over} of the first {looked} prompts of {name} are longer than "
+                          f"max_prompt_length={cap} tokens (the longest: {longest}): the rollout keeps "
+                          f"their last {cap} tokens, cutting their start (the system prompt, the question's "
+                          "beginning). Raise max_prompt_length (`grpo-edu memory` shows the cost) or set "
+                          "it to null.")
+
+# %% ../nbs/api/04_data.ipynb #0c9b6f3d
+@functools.lru_cache(maxsize=4)
+def epoch_order(
+    n_rows: int,          # the dataset's rows
+    seed: int,            # the epoch's seed (the run's seed + the epoch)
+    shuffle: bool = True, # False: the dataset's own order
+) -> tuple:               # a permutation of range(n_rows)
+    "One epoch's order of the rows: torch's permutation for `seed`, or the rows in order."
+    if not shuffle: return tuple(range(n_rows))
+    return tuple(torch.randperm(n_rows, generator=torch.Generator().manual_seed(seed)).tolist())
+
+def prompt_indices(
+    n_rows: int,             # the dataset's rows
+    per_process: int,        # prompts each process draws per generation round
+    round_idx: int,          # the generation round: 0, 1, ...
+    process_index: int = 0,  # this process (accelerate's process_index)
+    num_processes: int = 1,
+    seed: int = 42,          # epoch e's order is seeded by seed + e
+    shuffle: bool = True,    # False: the dataset's order, epoch after epoch
+) -> list[int]:              # the dataset rows this process draws in that round, in order
+    "The rows process `process_index` of `num_processes` draws in round `round_idx`: its block of the order."
+    start = (round_idx * num_processes + process_index) * per_process
+    positions = range(start, start + per_process)                # in the epochs' orders laid end to end
+    return [epoch_order(n_rows, seed + k // n_rows, shuffle)[k % n_rows] for k in positions]
+
+# %% ../nbs/api/04_data.ipynb #8f3a1c26
+def task_datasets(
+    dataset: str,                        # a built-in task or a local file (GRPOConfig.dataset)
+    eval_dataset: str | None = "auto",   # auto: toy's and gsm8k's test split; None: none; or a task, a file
+    path: str | None = None,             # for gsm8k: a local copy (GRPOConfig.dataset_path)
+) -> tuple:                              # (train Dataset, eval Dataset or None)
+    "The train and eval sets a config names: `load_task` on its train split and, if any, its held-out one."
+    eval_task = dataset if eval_dataset == "auto" and dataset in ("toy", "gsm8k") else None
+    if eval_dataset not in (None, "auto"): eval_task = eval_dataset
+    train = load_task(dataset, "train", path)
+    return train, None if eval_task is None else load_task(eval_task, "test", path)

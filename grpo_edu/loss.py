@@ -19,7 +19,8 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/loss.html.md"""
 # %% auto #0
 __all__ = ['LOSS_TYPES', 'CLIPPED_LOSS_TYPES', 'IMPORTANCE_SAMPLING_LEVELS', 'LossOptions', 'clipped_surrogate',
            'cispo_surrogate', 'sapo_surrogate', 'vespo_surrogate', 'per_token_loss', 'aggregate_loss', 'grpo_loss',
-           'grpo_loss_metrics', 'vespo_weights', 'off_policy_mask', 'high_entropy_mask']
+           'grpo_loss_metrics', 'vespo_weights', 'off_policy_mask', 'high_entropy_mask', 'accumulation_divisor',
+           'entropy_bonus', 'adapt_entropy_coef', 'EntropyControl']
 
 # %% ../nbs/api/00_loss.ipynb #5be1a0c1
 import math
@@ -287,3 +288,73 @@ def high_entropy_mask(
     if vals.numel() == 0: return torch.zeros_like(mask, dtype=torch.bool)
     threshold = torch.quantile(vals, 1 - top_entropy_quantile)       # e.g. the 80th percentile for 0.2
     return (entropies >= threshold) & mask.bool()
+
+# %% ../nbs/api/00_loss.ipynb #c23afba3
+def accumulation_divisor(
+    loss_type: str,                    # one of LOSS_TYPES
+    gradient_accumulation_steps: int,  # micro-batches per optimizer step
+) -> int:                              # what each micro-batch's loss is divided by
+    "What a micro-batch's loss is divided by for gradient accumulation: 1 for the batch-normalised losses."
+    return 1 if loss_type in ("dapo", "cispo", "vespo") else gradient_accumulation_steps
+
+# %% ../nbs/api/00_loss.ipynb #8c2c2468
+def entropy_bonus(
+    entropies: torch.Tensor,   # (b, k) each position's next-token entropy, with grad
+    mask: torch.Tensor,        # (b, k) the tokens the surrogate trains on
+    coef: float,               # entropy_coef (0 while the adaptive controller holds it off)
+    gradient_accumulation_steps: int,
+) -> torch.Tensor:             # scalar, added to the micro-batch's loss
+    "TRL's entropy bonus: −coef × the micro-batch's mean token entropy, divided by the accumulation steps."
+    return -coef * (entropies * mask).sum() / mask.sum().clamp(min=1.0) / gradient_accumulation_steps
+
+def adapt_entropy_coef(
+    coef: float,      # the coefficient this step used
+    entropy: float,   # the step's mean token entropy over every process
+    args,             # entropy_target, entropy_coef_delta, entropy_coef_min, entropy_coef_max
+) -> float:           # the next step's coefficient
+    "Skywork-OR1's controller: coef up by entropy_coef_delta while entropy ≤ entropy_target, else down."
+    step = args.entropy_coef_delta if entropy <= args.entropy_target else -args.entropy_coef_delta
+    return min(max(coef + step, args.entropy_coef_min), args.entropy_coef_max)
+
+# %% ../nbs/api/00_loss.ipynb #4d8a2f6e
+@dataclass
+class EntropyControl:
+    "The entropy bonus's coefficient over a run: TRL's entropy_coef, fixed or moved by Skywork-OR1's rule."
+    entropy_coef: float = 0.0             # the coefficient now (adaptive control moves it)
+    use_adaptive_entropy: bool = False    # Skywork-OR1's controller (adapt_entropy_coef) on
+    entropy_target: float = 0.2           # nats: at or below it the coefficient rises, above it it falls
+    entropy_coef_delta: float = 0.005     # the change per optimizer step
+    entropy_coef_min: float = 0.0
+    entropy_coef_max: float = 1.0
+    last_world_entropy: float = math.inf  # the last step's mean token entropy over every process (none yet)
+
+    @classmethod
+    def from_config(cls, config) -> "EntropyControl":
+        "The controller a config (grpo_edu's or TRL's GRPOConfig) starts a run with."
+        names = [f.name for f in fields(cls) if f.name != "last_world_entropy" and hasattr(config, f.name)]
+        return cls(**{name: getattr(config, name) for name in names})
+
+    @property
+    def on(self) -> bool:
+        "Whether the loss carries the bonus at all: a coefficient ≠ 0, or the controller."
+        return self.entropy_coef != 0 or self.use_adaptive_entropy
+
+    def coef_now(self) -> float:
+        "This step's coefficient: under adaptive control, 0 while the entropy is above its target."
+        held_off = self.use_adaptive_entropy and self.last_world_entropy > self.entropy_target
+        return 0.0 if held_off else self.entropy_coef
+
+    def step(self, world_entropy: float) -> float:
+        "After a step: its entropy over every process moves the coefficient (adaptive control); returns it."
+        if self.use_adaptive_entropy:
+            self.last_world_entropy = world_entropy
+            self.entropy_coef = adapt_entropy_coef(self.entropy_coef, world_entropy, self)
+        return self.entropy_coef
+
+    def state_dict(self) -> dict:
+        "Where the controller has got to, for a checkpoint."
+        return {"entropy_coef": self.entropy_coef, "last_world_entropy": self.last_world_entropy}
+
+    def load_state_dict(self, state: dict) -> None:
+        "Continue from a checkpoint's state_dict."
+        self.entropy_coef, self.last_world_entropy = state["entropy_coef"], state["last_world_entropy"]

@@ -36,10 +36,10 @@ def capture():                                                # replace the opti
     for name, p in acc.unwrap_model(tr.model).named_parameters():
         if p.grad is not None: grads[name] = p.grad.detach().clone()
 tr.optimizer.step = capture
-metrics = tr._update(batch)
+metrics = tr.update(batch)
 if acc.is_main_process:
     json.dump({"world": acc.num_processes, "loss": metrics["loss"], "kl": metrics["kl"], "entropy": metrics["entropy"],
-               "entropy_coef": tr.entropy_coef, "last_world_entropy": tr._last_world_entropy,
+               "entropy_coef": tr.entropy_control.entropy_coef, "last_world_entropy": tr.entropy_control.last_world_entropy,
                "grads": {k: v.flatten().tolist() for k, v in grads.items()}}, open(out_path, "w"))
 acc.wait_for_everyone()
 if torch.distributed.is_initialized(): torch.distributed.destroy_process_group()   # a clean gloo shutdown on every rank

@@ -12,6 +12,7 @@ policy. The shim makes every transformers version behave like 5.17 here, so that
 than 0 really starts from."""
 import os, sys
 import torch
+import grpo_edu.policy as policy
 import grpo_edu.trainer as T
 from accelerate.state import PartialState
 from accelerate.utils import DistributedType, FullyShardedDataParallelPlugin
@@ -29,7 +30,7 @@ def fsdp2_accelerator(**kw):
     return acc
 
 
-_load_policy = T.load_policy
+_load_policy = policy.load_policy
 
 
 def load_policy_rank0_only(name, torch_dtype="float32", *args, **kwargs):
@@ -40,6 +41,6 @@ def load_policy_rank0_only(name, torch_dtype="float32", *args, **kwargs):
     return model, tok
 
 
-T.Accelerator, T.load_policy = fsdp2_accelerator, load_policy_rank0_only
+T.Accelerator, policy.load_policy = fsdp2_accelerator, load_policy_rank0_only   # build_policy loads through it
 from grpo_edu.cli import main  # noqa: E402
 sys.exit(main(sys.argv[1:]))

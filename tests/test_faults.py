@@ -210,7 +210,7 @@ def test_nonfinite_gradient_skips_the_step(tmp_path):
                       max_steps=2, learning_rate=1e-3, eval_dataset=None, logging_steps=1)
     alternate = lambda completions, **kw: [float(i % 2) for i in range(len(completions))]   # every group has a signal
     tr = GRPOTrainer(model, [alternate], args, ds, None, tok)
-    real_update = tr._update
+    real_update = tr.update
     def poisoned(batch):                                         # make the loss's gradient NaN for step 1 only
         if tr.step == 0:
             h = tr.model.model.embed_tokens.weight.register_hook(lambda g: g * float("nan"))
@@ -218,7 +218,7 @@ def test_nonfinite_gradient_skips_the_step(tmp_path):
             finally: h.remove()
         return real_update(batch)
     before = [p.detach().clone() for p in tr.model.parameters()]
-    tr._update = poisoned
+    tr.update = poisoned
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         s = tr.train()
@@ -255,10 +255,10 @@ def test_resume_keeps_the_adaptive_entropy_controller(tmp_path):
               gradient_accumulation_steps=1, per_device_train_batch_size=8)
     tr = make_trainer(max_steps=2, **kw)
     tr.train()
-    assert tr.entropy_coef == pytest.approx(0.05) and tr._last_world_entropy < 100
+    assert tr.entropy_control.entropy_coef == pytest.approx(0.05) and tr.entropy_control.last_world_entropy < 100
     back = make_trainer(max_steps=3, resume_from_checkpoint="latest", **kw)
     assert back._resume("latest") == 2
-    assert (back.entropy_coef, back._last_world_entropy) == (tr.entropy_coef, tr._last_world_entropy)
+    assert back.entropy_control.state_dict() == tr.entropy_control.state_dict()
 
 
 def test_resume_with_another_generation_layout_generates_anew(tmp_path):

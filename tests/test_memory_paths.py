@@ -23,7 +23,7 @@ def grads_of_update(tr, batch):
     model = tr.accelerator.unwrap_model(tr.model)
     model.zero_grad(set_to_none=True)
     tr.optimizer.step, tr.optimizer.zero_grad = (lambda *a, **k: None), (lambda *a, **k: None)
-    out = tr._update(batch)
+    out = tr.update(batch)
     return out, {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
 
 
@@ -31,7 +31,7 @@ def grads_of_update(tr, batch):
                                                      ("dapo", True)])
 def test_bucketing_and_chunked_head_do_not_change_the_step(loss_type, checkpointing):
     tr = make_trainer(loss_type=loss_type, gradient_checkpointing=checkpointing)
-    batch, _, _ = tr._generate_and_score(tr._prompt_rows(0))
+    batch, _, _ = tr.generate_and_score(tr.prompt_rows(0))
     lengths = batch["attention_mask"][:, -batch["K"]:].sum(1)
     assert lengths.unique().numel() > 1, "the test needs completions of different lengths"
     tr.args.bucket_by_length, tr.args.lm_head_chunk_size = False, 0
@@ -82,7 +82,7 @@ def test_accumulated_update_equals_the_loss_on_the_whole_batch(loss_type, extra)
     from grpo_edu.loss import LossOptions, grpo_loss, high_entropy_mask
     tr = make_trainer(loss_type=loss_type, max_grad_norm=1e9, **extra)                 # no clipping of the total gradient
     a, model = tr.args, tr.accelerator.unwrap_model(tr.model)
-    batch, _, _ = tr._generate_and_score(tr._prompt_rows(0))
+    batch, _, _ = tr.generate_and_score(tr.prompt_rows(0))
     ids, attn, K = batch["input_ids"], batch["attention_mask"], batch["K"]
     assert attn[:, -K:].sum(1).unique().numel() > 1, "the test needs completions of different lengths"
     with torch.no_grad(): now = per_token_logps(model, ids, attn, K, a.temperature)
@@ -108,15 +108,15 @@ def test_transformers_options_reach_the_optimizer_scheduler_and_data():
     tr = make_trainer(max_steps=4, warmup_steps=0.5, adam_epsilon=1e-5, shuffle_dataset=False, max_grad_norm=0, disable_dropout=True)
     test_lr = [tr.scheduler.get_last_lr()[0]]
     assert tr.optimizer.param_groups[0]["eps"] == 1e-5
-    rows = tr._prompt_rows(0)
+    rows = tr.prompt_rows(0)
     assert [r["prompt"] for r in rows] == addition_dataset(64, seed=0)[:len(rows)]["prompt"]      # the dataset's own order
-    batch, _, _ = tr._generate_and_score(rows)
+    batch, _, _ = tr.generate_and_score(rows)
     out, grads = grads_of_update(tr, batch)
     test_lr.append(tr.scheduler.get_last_lr()[0])
     assert test_lr == [0.0, pytest.approx(0.5e-3)]                          # 2 warmup steps of 4: 0, then half of 1e-3
     norm = torch.sqrt(sum((g.float() ** 2).sum() for g in grads.values())).item()
     assert norm == pytest.approx(out["grad_norm"], rel=1e-4) and norm > 1.0  # measured, not clipped to 1
-    shuffled = make_trainer(max_steps=4)._prompt_rows(0)
+    shuffled = make_trainer(max_steps=4).prompt_rows(0)
     assert [r["prompt"] for r in shuffled] != [r["prompt"] for r in rows]    # the default shuffles, as TRL's
 
 
@@ -124,11 +124,11 @@ def test_a_generation_feeds_steps_per_generation_micro_batches():
     "steps_per_generation = 2 × accumulation: one generation every 2 steps, its rows split between them, each used once."
     tr = make_trainer(max_steps=4, per_device_train_batch_size=8, gradient_accumulation_steps=2, steps_per_generation=4)
     gens, steps = [], []
-    generate, update = tr._generate_and_score, tr._update
+    generate, update = tr.generate_and_score, tr.update
     def generating(rows):
         out = generate(rows); gens.append((tr.step, out[0])); return out
     def updating(batch): steps.append(batch); return update(batch)
-    tr._generate_and_score, tr._update = generating, updating
+    tr.generate_and_score, tr.update = generating, updating
     tr.train()
     assert [s for s, _ in gens] == [0, 2]                               # steps 0-1 share one generation, 2-3 the next
     for g, (_, batch) in enumerate(gens):
@@ -146,7 +146,8 @@ def test_a_generation_feeds_steps_per_generation_micro_batches():
 
 def test_sync_ref_model_is_refused_on_sharded_weights(monkeypatch):
     "FSDP / ZeRO-3 slice the policy across processes: sync_ref_model says so before any model loads, and what to use."
-    monkeypatch.setattr(GRPOTrainer, "_sharded_weights", lambda self: True)
+    from grpo_edu.policy import Placement
+    monkeypatch.setattr(Placement, "of", classmethod(lambda cls, accelerator: Placement(sharded_weights=True)))
     with pytest.raises(GRPOEduError, match="Use DDP or ZeRO-2"):
         GRPOTrainer("/no/such/model/never/loaded", lambda completions, **k: [0.0] * len(completions),
                     GRPOConfig(beta=0.04, sync_ref_model=True, eval_dataset=None))

@@ -5,7 +5,7 @@ from types import SimpleNamespace
 import pytest
 from grpo_edu.config import GRPOConfig
 from grpo_edu.errors import GRPOEduError
-from grpo_edu.trainer import GRPOTrainer
+from grpo_edu.policy import Placement
 
 FSDP2 = textwrap.dedent("""
     import os, torch, torch.distributed as dist
@@ -35,24 +35,27 @@ def test_fsdp2_model_uses_hf_generate_and_full_logits():
     assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stderr[-3000:]
 
 
-def _acc(dist_type, zero=None):
-    "An accelerator stand-in: its distributed type and, for DeepSpeed, the ZeRO stage."
-    return SimpleNamespace(distributed_type=SimpleNamespace(name=dist_type),
+def _acc(dist_type, zero=None, processes=2):
+    "An accelerator stand-in: its distributed type, its processes and, for DeepSpeed, the ZeRO stage."
+    return SimpleNamespace(distributed_type=SimpleNamespace(name=dist_type), num_processes=processes,
                            state=SimpleNamespace(deepspeed_plugin=SimpleNamespace(zero_stage=zero) if zero else None))
 
 
 def _engine(dist_type, want="auto", zero=None):
-    fake = SimpleNamespace(accelerator=_acc(dist_type, zero), args=GRPOConfig(rollout_engine=want))
-    fake._sharded_weights = lambda: GRPOTrainer._sharded_weights(fake)
-    return GRPOTrainer._rollout_engine(fake)
+    "The engine the trainer picks (GRPOTrainer.__init__: Placement.of, check, rollout_engine)."
+    placement = Placement.of(_acc(dist_type, zero))
+    placement.check(GRPOConfig(rollout_engine=want))
+    return placement.rollout_engine(want)
 
 
 def test_sharded_weights_and_optimizer_per_distributed_type():
     "Weights are sliced under FSDP and ZeRO-3; optimizer states under FSDP and every DeepSpeed stage (checkpoints)."
     for kind, zero, weights, opt in [("NO", None, False, False), ("MULTI_GPU", None, False, False), ("FSDP", None, True, True),
                                      ("DEEPSPEED", 2, False, True), ("DEEPSPEED", 3, True, True)]:
-        fake = SimpleNamespace(accelerator=_acc(kind, zero))
-        assert GRPOTrainer._sharded_weights(fake) == weights and GRPOTrainer._sharded_optimizer(fake) == opt, kind
+        placement = Placement.of(_acc(kind, zero))
+        assert (placement.sharded_weights, placement.sharded_optimizer) == (weights, opt), kind
+        assert placement.synced_generate == weights and placement.deepspeed == (kind == "DEEPSPEED"), kind
+        assert not Placement.of(_acc(kind, zero, processes=1)).synced_generate, kind   # one process: nothing to sync
 
 
 def test_trainer_engine_choice_per_distributed_type():

@@ -163,7 +163,7 @@ def test_reward_metrics_equal_trl(tmp_path, scale):
                           GRPOConfig(output_dir=str(tmp_path / "ours"), num_generations=4, per_device_train_batch_size=16,
                                      max_completion_length=6, scale_rewards=scale, eval_dataset=None, max_steps=1),
                           Dataset.from_list([{"prompt": f"{i}+{i}=", "answer": "0"} for i in range(16)]), None, tok)
-    _, ours, _ = ours_tr._generate_and_score(ours_tr._prompt_rows(0))
+    _, ours, _ = ours_tr.generate_and_score(ours_tr.prompt_rows(0))
     for k in ("reward", "reward_std", "frac_reward_zero_std", "rewards/fixed/mean", "rewards/fixed/std"):
         assert ours[k] == pytest.approx(theirs[k], rel=1e-5, abs=1e-6), (k, ours[k], theirs[k])
 
@@ -191,7 +191,7 @@ def test_trl_reward_functions_run_unchanged(tmp_path):
                           GRPOConfig(output_dir=str(tmp_path / "ours"), num_generations=4, per_device_train_batch_size=16,
                                      max_completion_length=6, eval_dataset=None, max_steps=1),
                           Dataset.from_list([{"prompt": f"{i}+{i}=", "answer": "0"} for i in range(16)]), None, tok)
-    _, ours, _ = ours_tr._generate_and_score(ours_tr._prompt_rows(0))
+    _, ours, _ = ours_tr.generate_and_score(ours_tr.prompt_rows(0))
     keys = ["reward", "reward_std", "stage"] + [f"rewards/{f.__name__}/{s}" for f in funcs for s in ("mean", "std")]
     for k in keys:
         assert k in theirs, (k, sorted(theirs))
@@ -216,7 +216,7 @@ def test_trls_config_object_drives_our_trainer(tmp_path):
     a = ours_tr.args
     assert (a.beta, a.loss_type, a.scale_rewards, a.learning_rate, a.max_steps, a.num_generations, a.max_completion_length,
             a.per_device_train_batch_size, a.logging_steps, a.output_dir) == (0.04, "dapo", "batch", 1e-3, 2, 4, 6, 16, 1, str(tmp_path))
-    _, ours, _ = ours_tr._generate_and_score(ours_tr._prompt_rows(0))
+    _, ours, _ = ours_tr.generate_and_score(ours_tr.prompt_rows(0))
     for k in ("reward", "reward_std", "rewards/graded/mean", "rewards/graded/std"):
         assert ours[k] == pytest.approx(theirs[k], rel=1e-5, abs=1e-6), (k, ours[k], theirs[k])
     ours_tr.train()
@@ -292,7 +292,7 @@ def test_two_weighted_rewards_equal_trl(tmp_path, aggregation):
                                      max_completion_length=6, reward_weights=[1.0, 0.5], multi_objective_aggregation=aggregation,
                                      eval_dataset=None, max_steps=1),
                           Dataset.from_list([{"prompt": f"{i}+{i}=", "answer": "0"} for i in range(16)]), None, tok)
-    batch, ours, _ = ours_tr._generate_and_score(ours_tr._prompt_rows(0))
+    batch, ours, _ = ours_tr.generate_and_score(ours_tr.prompt_rows(0))
     torch.testing.assert_close(batch["advantages"], out["advantages"], rtol=1e-5, atol=1e-6)
     for k in ("reward", "reward_std", "frac_reward_zero_std", "rewards/first/mean", "rewards/second/std"):
         assert ours[k] == pytest.approx(theirs[k], rel=1e-5, abs=1e-6), (k, ours[k], theirs[k])
@@ -329,7 +329,7 @@ def test_chat_template_kwargs_reach_every_template_as_in_trl(tmp_path):
     done = [[{"role": "assistant", "content": "12"}]] * 4
     assert tr.reward_funcs[1].texts(chats, done) == [apply_chat_template({"messages": c + d}, tok, **kw)["text"]
                                                      for c, d in zip(chats, done)] == [f" {i}+{i}12" for i in range(4)]
-    batch, _, _ = tr._generate_and_score(tr._prompt_rows(0))
+    batch, _, _ = tr.generate_and_score(tr.prompt_rows(0))
     P = batch["input_ids"].size(1) - batch["K"]
     assert all(t.startswith(" ") for t in tok.batch_decode(batch["input_ids"][:, :P], skip_special_tokens=True))
     assert tr.evaluate(Dataset.from_list([{"prompt": c, "answer": "0"} for c in chats]))["n"] == 4
@@ -344,7 +344,7 @@ def test_a_generation_split_over_steps_equals_trl(tmp_path, loss_type):
     tr = make_trainer(loss_type=loss_type, per_device_train_batch_size=8, gradient_accumulation_steps=2, steps_per_generation=4,
                       bucket_by_length=False, max_grad_norm=1e9, **extra)              # TRL's micro-batches: rows in order
     assert (tr.steps_per_round, tr.generate_every, tr.prompts_per_process) == (2, 2, 4)
-    batch, _, _ = tr._generate_and_score(tr._prompt_rows(0))                           # 4 prompts × 8 = 32 completions
+    batch, _, _ = tr.generate_and_score(tr.prompt_rows(0))                           # 4 prompts × 8 = 32 completions
     assert batch["old_logps"] is not None                            # the second step sees them after an update: π_old kept
     batch["old_logps"] = batch["old_logps"] + 0.3 * torch.randn(batch["old_logps"].shape, generator=torch.Generator().manual_seed(0))
     parts = split_generation(batch, 2, torch.Generator().manual_seed(1))
@@ -365,10 +365,10 @@ def test_sync_ref_model_equals_trl(tmp_path):
                       gradient_accumulation_steps=1)
     model = tr.accelerator.unwrap_model(tr.model)
     expected, policies = copy.deepcopy(tr.ref_model), []
-    update = tr._update
+    update = tr.update
     def recording(batch):
         out = update(batch); policies.append(copy.deepcopy(model)); return out
-    tr._update = recording
+    tr.update = recording
     tr.train()
     for step, pol in enumerate(policies, 1):                       # TRL's callback runs at each step's end
         if step % 2 == 0: SyncRefModelCallback._sync_target_model(pol, expected, 0.6)
@@ -416,16 +416,17 @@ def test_entropy_bonus_equals_trl(tmp_path, case):
                   entropy_coef_max=0.04, gradient_accumulation_steps=1)
     tr = make_trainer(loss_type="dapo", per_device_train_batch_size=8, max_grad_norm=1e9, **kw)
     t = trl_on(tr, tmp_path, loss_type="dapo", **kw)
-    batch, _, _ = tr._generate_and_score(tr._prompt_rows(0))
+    batch, _, _ = tr.generate_and_score(tr.prompt_rows(0))
     coefs = []
     for step in range(3):                                               # the same weights each step: only the coefficient moves
         out, ours = grads_of_update(tr, batch)
         theirs = trl_step_grads(t, batch, batch["num_items"])
         for n, g in theirs.items(): torch.testing.assert_close(ours[n], g, rtol=1e-4, atol=1e-6)
-        assert out["entropy_coef"] == pytest.approx(t.entropy_coef) and tr._last_world_entropy == pytest.approx(t._last_world_entropy)
+        assert out["entropy_coef"] == pytest.approx(t.entropy_coef)
+        assert tr.entropy_control.last_world_entropy == pytest.approx(t._last_world_entropy)
         coefs.append(out["entropy_coef"])
     if case == "adaptive": assert coefs == pytest.approx([0.03, 0.04, 0.04])   # +δ while H ≤ target, capped at the max
-    tr.args.entropy_coef = tr.entropy_coef = 0.0; tr.args.use_adaptive_entropy = False          # without the bonus: another gradient
+    tr.entropy_control.entropy_coef, tr.entropy_control.use_adaptive_entropy = 0.0, False   # without the bonus: another gradient
     assert max((grads_of_update(tr, batch)[1][n] - g).abs().max().item() for n, g in theirs.items()) > 1e-6
 
 
