@@ -258,11 +258,11 @@ def check_trackers(
     "The names, or one paragraph for a name that is no tracker or (installed=True) one not installed."
     for name in names:
         if name not in TRACKERS:
-            raise GRPOEduError(f"report_to={name!r} is not a tracker grpo_edu logs to: use tensorboard, wandb, "
-                               f"trackio, all (the installed ones) or none.{closest(name, TRACKERS)}")
+            raise GRPOEduError(f"report_to={name!r} is not a tracker grpo_edu logs to: use tensorboard, "
+                               f"wandb, trackio, all (the installed ones) or none.{closest(name, TRACKERS)}")
         if installed and not _installed(name):
-            raise GRPOEduError(f"report_to={name} needs the {name} package: `pip install {name}`, or leave it "
-                               "out of report_to (metrics.jsonl and the PNG plots are always written).")
+            raise GRPOEduError(f"report_to={name} needs the {name} package: `pip install {name}`, or leave "
+                               "it out of report_to (metrics.jsonl and the PNG plots are always written).")
     return names
 
 # %% ../nbs/api/06_config.ipynb #0d94b7a2
