@@ -3,7 +3,8 @@
 Modules:
 
 - `grpo_edu.advantages`: GRPO's baseline is the group: Â_i = (r_i − mean(r)) / (std(r) + ε) within a prompt.
-- `grpo_edu.checkpoint`: Loading a policy, atomic checkpoints (a temp folder renamed) and an exact resume.
+- `grpo_edu.bench`: grpo_edu, with and without its speed work, and TRL's GRPOTrainer on the same GPU.
+- `grpo_edu.checkpoint`: Atomic checkpoints (a temp folder renamed), an exact resume, and stopping a run cleanly.
 - `grpo_edu.cli`: The grpo-edu command: bad input is one paragraph and exit status 2, never a traceback.
 - `grpo_edu.config`: GRPOConfig: every knob of a run, TRL's names; the CLI, YAML and Python share it.
 - `grpo_edu.data`: Every task is a `datasets.Dataset`: a `prompt` column, and the columns its rewards read.
@@ -12,8 +13,11 @@ Modules:
 - `grpo_edu.kl`: Estimating KL(π_θ ‖ π_ref) from sampled tokens, and what the gradient of k3 pushes.
 - `grpo_edu.logprobs`: log π of the sampled tokens, without keeping the (B, T, 151 936) logits in memory.
 - `grpo_edu.loss`: The GRPO loss: clipped surrogate + β·k3 KL, with TRL's aggregations and surrogates; equals TRL's.
+- `grpo_edu.memory`: An offline estimate of a GRPO run's peak GPU memory per process, part by part.
 - `grpo_edu.monitor`: metrics.jsonl with TRL's names, trackers, PNG plots, and warnings when training stalls.
+- `grpo_edu.policy`: π_θ, π_ref and the optimizer, and where accelerate put them (DDP, FSDP, DeepSpeed).
 - `grpo_edu.rewards`: Reward functions with TRL's signature: the built-ins, a reward model, and calling yours.
+- `grpo_edu.rollout`: Tokenise prompts, sample completions (static-cache engine or HF generate), mask them.
 - `grpo_edu.toy`: A task, a tokenizer and a tiny model built in code: `grpo-edu train` needs no network, no GPU.
 - `grpo_edu.trainer`: GRPO's loop — prompts, rollout, rewards, advantages, loss, update — one call each."""
 
