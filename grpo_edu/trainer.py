@@ -40,7 +40,7 @@ from .loss import grpo_loss_metrics, high_entropy_mask
 from .monitor import HealthMonitor, RunLog, add_sums, completion_samples, generation_metrics
 from .monitor import gather_values, logged_means, masked_sum, reduce_means
 from .policy import Placement, build_policy, fill_deepspeed_config, make_optimizer, use_bf16
-from .policy import place_reference_model, reference_model, sync_ref_model
+from .policy import place_reference_model, reference_model, sync_ref_model, update_autocast
 from .rewards import check_reward_columns, load_reward_funcs, reward_name, rewards_and_advantages
 from .rewards import score_completions
 from .rollout import encode_prompts, generate_completions
@@ -246,7 +246,8 @@ def update(
     for j, rows in enumerate(parts):
         part = micro_batch(batch, rows)                                                # (b, P + k), (b, k)
         boundary = self._accumulating(last=j == len(parts) - 1)                    # DDP's, DeepSpeed's
-        with boundary, explain_oom("the policy update (forward/backward)"), self.accelerator.autocast():
+        autocast = self.accelerator.autocast(update_autocast(args))     # no weight cache when checkpointing
+        with boundary, explain_oom("the policy update (forward/backward)"), autocast:
             add_sums(sums, self._micro_batch_loss(part, batch["num_items"], coef, first=j == 0))
     stepped = time.perf_counter()
     out = {**self._optimizer_step(), **reduce_means(self.accelerator, sums)}   # over every process
