@@ -228,7 +228,7 @@ def toy_policy(
     losses, kept = cached_warm_start(model, tokenizer, dataset, steps=steps, seed=seed,
                                      target_accuracy=target_accuracy)
     if losses and os.environ.get("RANK", "0") == "0":
-        loaded = (f", loaded from {kept} (the same start as an earlier run; GRPO_EDU_CACHE=off recomputes it)"
-                  if kept else "")
+        loaded = (" (kept from an earlier run with the same start, in the warm-start cache; GRPO_EDU_CACHE=off "
+                  "recomputes it)" if kept else "")
         print(f"[grpo-edu] toy warm start: {len(losses)} supervised steps{loaded}")
     return model, tokenizer
