@@ -239,6 +239,7 @@ class StopSignal:
     def __init__(self): self.received, self.at = 0, 0.0        # the signal (0: none) and when it came
 
     def handle(self, sig, frame):
+        "The signal handler: the first signal is kept for the loop to see; a second Ctrl-C raises at once."
         if self.received:       # a launcher forwards the terminal's Ctrl-C: a worker gets it twice within ms
             if sig == signal.SIGINT and time.monotonic() - self.at > 1.0: raise KeyboardInterrupt
             return
