@@ -59,6 +59,27 @@ class GRPOConfig:
     model_init_kwargs: dict | None = HfArg(default=None, help=(
         "more from_pretrained arguments for the policy, π_ref and reward models, as TRL's "
         '(e.g. {"attn_implementation": "sdpa"}); its `dtype` sets torch_dtype'))
+    # LoRA through peft: TRL's ModelConfig fields, with its names and defaults
+    use_peft: bool = HfArg(default=False, help=(
+        "train LoRA adapters (peft) on a frozen model instead of every weight; π_ref is then the model "
+        "with its adapters off, no second copy"))
+    lora_r: int = HfArg(default=16, help="the adapters' rank r")
+    lora_alpha: int = HfArg(default=32, help="LoRA's α: the update is (α/r)·B·A (α/√r with use_rslora)")
+    lora_dropout: float = HfArg(default=0.05, help="dropout on the adapters' input while training")
+    lora_target_modules: list[str] | None = HfArg(default=None, help=(
+        "the layers to adapt, e.g. q_proj,v_proj, or all-linear (none: peft's default, q_proj,v_proj for "
+        "Qwen2)"))
+    lora_modules_to_save: list[str] | None = HfArg(default=None, help=(
+        "whole modules trained and saved beside the adapters (e.g. lm_head)"))
+    lora_task_type: str = HfArg(default="CAUSAL_LM", help="peft's task type: the policy is a causal LM")
+    use_rslora: bool = HfArg(default=False, help="rank-stabilised LoRA: the update scaled by α/√r, not α/r")
+    use_dora: bool = HfArg(default=False, help=(
+        "DoRA: the adapters change each weight row's direction, a trained vector its magnitude"))
+    load_in_4bit: bool = HfArg(default=False, help=(
+        "QLoRA: the frozen model's linear layers in 4 bits (bitsandbytes, CUDA); needs use_peft"))
+    bnb_4bit_quant_type: str = HfArg(default="nf4", help="the 4-bit data type: nf4 (QLoRA's) or fp4")
+    use_bnb_nested_quant: bool = HfArg(default=False, help=(
+        "double quantization: the 4-bit blocks' scales in 8 bits too (0.37 bit a weight less)"))
     # batch (TRL semantics: per_device_train_batch_size counts completions)
     num_generations: int = HfArg(default=8, help="G, completions per prompt")
     per_device_train_batch_size: int = HfArg(default=8, help=(
@@ -187,6 +208,8 @@ class GRPOConfig:
     def __post_init__(self):
         "One spelling for what the faces write differently: lists (a,b c), report_to's trackers, a TRL dtype."
         self.reward_funcs, self.reward_weights = flat_list(self.reward_funcs), flat_list(self.reward_weights)
+        self.lora_target_modules = flat_list(self.lora_target_modules)
+        self.lora_modules_to_save = flat_list(self.lora_modules_to_save)
         self.report_to = tracker_names(flat_list(self.report_to))
         kw = self.model_init_kwargs
         if isinstance(kw, dict) and {"dtype", "torch_dtype"} & kw.keys(): self._read_init_dtype()
@@ -358,6 +381,10 @@ RANGES = {   # field: (the test its value passes, what the message asks for); af
                                                    "train on (1.0: all, 0.2 is the paper's)"),
     "toy_warm_start_steps": (lambda v: v >= 0, "≥ 0 (0: no warm start)"),
     "toy_warm_start_accuracy": (lambda v: 0 <= v <= 1, "in [0, 1]"),
+    "lora_r": (lambda v: v >= 1, "a positive integer: the adapters' rank (TRL's default is 16; 0 would train "
+                                 "nothing)"),
+    "lora_alpha": (lambda v: v > 0, "> 0: the update is (α/r)·B·A (TRL's default is 32)"),
+    "lora_dropout": (lambda v: 0 <= v < 1, "in [0, 1) (TRL's default is 0.05)"),
 }
 
 CHOICES = {   # field: {value: what it means, where its name does not say it}
@@ -373,6 +400,8 @@ CHOICES = {   # field: {value: what it means, where its name does not say it}
     "optim": {"adamw_torch": "", "adamw_8bit": "bitsandbytes' 8-bit states, CUDA only"},
     "lr_scheduler_type": dict.fromkeys(("linear", "cosine", "constant", "constant_with_warmup"), ""),
     "torch_dtype": dict.fromkeys(("float32", "bfloat16", "float16", "auto"), ""),
+    "lora_task_type": {"CAUSAL_LM": "the policy is a causal LM; SEQ_CLS is for reward models"},
+    "bnb_4bit_quant_type": {"nf4": "NormalFloat, QLoRA's", "fp4": "4-bit floats"},
 }
 
 def check_values(obj, ranges: dict, choices: dict) -> None:
@@ -446,6 +475,17 @@ def _check_entropy_and_reference(c) -> None:
              "is off): set --beta 0.04 (or another value > 0) to use a moving π_ref, or sync_ref_model "
              "false.")
 
+def _check_lora(c) -> None:
+    "A 4-bit base only under adapters; no moving π_ref with adapters (π_ref is the model with them off)."
+    if c.load_in_4bit and not c.use_peft:
+        _err("load_in_4bit=true quantizes the base model to 4 bits, and 4-bit weights cannot be trained: "
+             "only adapters can (QLoRA). Set --use_peft true, or load_in_4bit false to train every weight.")
+    if c.use_peft and c.sync_ref_model:
+        _err("sync_ref_model=true moves π_ref towards the policy, but with use_peft=true π_ref is the policy "
+             "with its adapters switched off, not a model of its own that could move (TRL refuses this "
+             "too). Set sync_ref_model false, or use_peft false to train every weight against a moving "
+             "π_ref.")
+
 def _check_schedule(c) -> None:
     "One way to give the warmup, and something to train."
     if c.warmup_ratio and c.warmup_steps:
@@ -459,9 +499,9 @@ def _check_schedule(c) -> None:
 _INIT_KWARGS_REFUSED = {   # from_pretrained arguments that cannot work in a grpo_edu run, and why
     "device_map": "accelerate puts the whole model on each process's device (TRL also sets it to None when "
                   "training on several GPUs); under FSDP or ZeRO-3 accelerate shards it",
-    "quantization_config": "grpo_edu trains every parameter, and quantized weights cannot be trained without "
-                           "adapters (PEFT), which grpo_edu does not add; the 1.5B recipes fit a 4090 with "
-                           "optim: adamw_8bit instead",
+    "quantization_config": "grpo_edu builds it from its own fields, as TRL's scripts do: set load_in_4bit: "
+                           "true (with use_peft: true; bnb_4bit_quant_type, use_bnb_nested_quant) for "
+                           "QLoRA's 4-bit base",
     "trust_remote_code": "models load without remote code (Qwen2/Qwen3/Llama/Mistral need none)",
 }
 
@@ -504,11 +544,17 @@ def _check_rewards(c, funcs: list, offline: bool) -> None:
              f"functions: give one weight per function.")
 
 def _check_installed(c) -> None:
-    "The packages the run imports: each tracker's (a run should not fail at its first log), 8-bit AdamW's."
+    "The packages the run imports: the trackers', 8-bit AdamW's, and peft and bitsandbytes for LoRA."
     check_trackers(c.report_to)
     if c.optim == "adamw_8bit" and importlib.util.find_spec("bitsandbytes") is None:
         _err("optim=adamw_8bit needs the bitsandbytes package (CUDA): `pip install bitsandbytes`, or set "
              "optim=adamw_torch (fp32/bf16 AdamW states, 2 × the weights' bytes).")
+    if c.use_peft and importlib.util.find_spec("peft") is None:
+        _err("use_peft=true trains LoRA adapters with the peft package, which is not installed: `pip install "
+             "'grpo_edu[lora]'` (or `pip install peft`), or set use_peft false to train every weight.")
+    if c.load_in_4bit and importlib.util.find_spec("bitsandbytes") is None:
+        _err("load_in_4bit=true loads the base model in 4 bits with the bitsandbytes package (CUDA), which "
+             "is not installed: `pip install bitsandbytes`, or set load_in_4bit false (a bf16 base).")
 
 def _check_output_dir(path: str) -> None:
     "output_dir: a folder, or one that can be made, in which this user may write."
@@ -561,6 +607,7 @@ def validate(self: GRPOConfig, num_processes: int = 1,
     _check_loss_options(self)
     _check_entropy_and_reference(self)
     _check_schedule(self)
+    _check_lora(self)
     _check_model_init_kwargs(self)
     check_trackers(self.report_to, installed=False)
     _check_rewards(self, self.reward_funcs if reward_funcs is None else list(reward_funcs), offline)
@@ -599,6 +646,11 @@ TRL_NOT_HERE = {   # TRL / transformers fields a TRL recipe may hold, and what g
     "log_unique_prompts": "log_completions writes a few completions per step to completions.jsonl",
     "log_completions_hub_repo": "log_completions writes completions.jsonl in output_dir",
     "log_multimodal": "grpo_edu is text-only",
+    "lora_target_parameters": "LoRA on parameters (MoE experts) is not implemented: the models grpo_edu "
+                              "trains are dense, adapt their linear layers with lora_target_modules",
+    "load_in_8bit": "an 8-bit base is not supported: load_in_4bit (QLoRA's 4-bit base) is smaller",
+    "bnb_4bit_quant_storage": "4-bit weights are stored in bitsandbytes' default uint8 (the option serves "
+                              "FSDP-sharded QLoRA, which grpo_edu does not run)",
 }
 
 def trl_instead(key: str) -> str | None:

@@ -19,11 +19,10 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/data.html.md"""
 # %% auto #0
 __all__ = ['SYSTEM_PROMPT', 'BUILDERS', 'SPLITS', 'hub_dataset', 'gsm8k_row', 'gsm8k_dataset', 'quiet_datasets', 'first_bad_line',
            'read_file', 'is_prompt', 'prompt_dataset', 'find_shared_data', 'tldr_dataset', 'load_task',
-           'check_prompt_dataset', 'check_eval_dataset', 'long_prompts', 'warn_long_prompts', 'epoch_order',
-           'prompt_indices', 'task_datasets']
+           'check_prompt_dataset', 'check_eval_dataset', 'epoch_order', 'prompt_indices', 'task_datasets']
 
 # %% ../nbs/api/04_data.ipynb #da425a3b
-import functools, json, os, warnings
+import functools, json, os
 from contextlib import contextmanager
 from pathlib import Path
 import datasets
@@ -31,7 +30,6 @@ import torch
 from datasets import Dataset, Json, load_dataset
 from .errors import GRPOEduError, closest, offline_hint
 from .rewards import extract_gsm8k_answer
-from .rollout import encode_prompts
 
 # %% ../nbs/api/04_data.ipynb #0eeff43f
 SYSTEM_PROMPT = ("A conversation between User and Assistant. The user asks a question, and the "
@@ -241,39 +239,6 @@ def check_eval_dataset(
                            "reference answers as `answer`, or pass no eval_dataset (from the CLI: "
                            "--eval_dataset none).")
     return dataset
-
-# %% ../nbs/api/04_data.ipynb #ea45a789
-def long_prompts(
-    tokenizer,
-    rows,                                # a dataset (or list) of rows with `prompt`
-    max_prompt_length: int | None,       # the cap the rollout applies (None: no cap)
-    chat_template_kwargs: dict | None = None,
-    sample: int = 512,                   # rows looked at: the first ones (tokenising a big set takes minutes)
-) -> tuple[int, int, int]:               # (rows looked at, how many are over the cap, the longest in tokens)
-    "How many prompts the rollout would cut: longer than `max_prompt_length` tokens once templated."
-    rows = [rows[i] for i in range(min(sample, len(rows)))]
-    if not rows: return 0, 0, 0
-    mask = encode_prompts(tokenizer, [r["prompt"] for r in rows], None, chat_template_kwargs)[1]   # (n, P)
-    lengths = mask.sum(1)                                                                           # (n,)
-    over = 0 if max_prompt_length is None else int((lengths > max_prompt_length).sum())
-    return len(rows), over, int(lengths.max())
-
-def warn_long_prompts(
-    tokenizer,
-    datasets: dict,                      # {name: rows with `prompt`}; None: nothing to look at
-    max_prompt_length: int | None,
-    chat_template_kwargs: dict | None = None,
-) -> None:
-    "Warn, before hours of training, about prompts the rollout would cut (their start: the system prompt)."
-    for name, rows in datasets.items():
-        cap = max_prompt_length
-        looked, over, longest = long_prompts(tokenizer, rows or [], cap, chat_template_kwargs)
-        if over:
-            warnings.warn(f"{over} of the first {looked} prompts of {name} are longer than "
-                          f"max_prompt_length={cap} tokens (the longest: {longest}): the rollout keeps "
-                          f"their last {cap} tokens, cutting their start (the system prompt, the question's "
-                          "beginning). Raise max_prompt_length (`grpo-edu memory` shows the cost) or set "
-                          "it to null.")
 
 # %% ../nbs/api/04_data.ipynb #0c9b6f3d
 @functools.lru_cache(maxsize=4)

@@ -1,4 +1,4 @@
-"""Greedy pass@1, sampled pass@k and a 95% interval: one evaluator for trainer, CLI and toy.
+"""Greedy pass@1, sampled pass@k, 95% intervals: one evaluator for trainer, CLI and toy.
 
 Why greedy pass@1 is the headline number: a greedy completion is deterministic, so two evaluations of the same
 model agree and a before/after difference is the training's, not sampling noise. Sampled pass@k says what the

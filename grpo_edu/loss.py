@@ -1,4 +1,4 @@
-"""The GRPO loss: clipped surrogate + β·k3 KL, with TRL's aggregations and surrogates; equals TRL's.
+"""The GRPO loss: clipped surrogate + β·k3 KL, with TRL's aggregations and surrogates.
 
 Why each simplification is safe:
 

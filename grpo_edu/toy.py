@@ -1,4 +1,4 @@
-"""A task, a tokenizer and a tiny model built in code: `grpo-edu train` needs no network, no GPU.
+"""A task, tokenizer and tiny model built in code: `grpo-edu train` needs no network, no GPU.
 
 The embedded default: a character tokenizer, a tiny Qwen2 model and an addition task, built offline.
 
@@ -14,7 +14,7 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/toy.html.md"""
 
 # %% auto #0
 __all__ = ['TOY_CHARS', 'toy_tokenizer', 'toy_model', 'addition_dataset', 'sft_warm_start', 'toy_cache_dir', 'warm_start_key',
-           'cached_warm_start', 'toy_policy']
+           'cached_warm_start', 'toy_policy', 'check_toy_options']
 
 # %% ../nbs/api/03_toy.ipynb #a7c3e9d1
 import hashlib, inspect, json, os, random, warnings
@@ -24,6 +24,7 @@ import transformers
 from datasets import Dataset
 from tokenizers import Tokenizer, decoders, models
 from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+from .errors import GRPOEduError
 from .evaluation import completion_texts, greedy_accuracy
 from .rewards import exact_match_reward
 
@@ -228,7 +229,20 @@ def toy_policy(
     losses, kept = cached_warm_start(model, tokenizer, dataset, steps=steps, seed=seed,
                                      target_accuracy=target_accuracy)
     if losses and os.environ.get("RANK", "0") == "0":
-        loaded = (" (kept from an earlier run with the same start, in the warm-start cache; GRPO_EDU_CACHE=off "
-                  "recomputes it)" if kept else "")
+        loaded = (" (kept from an earlier run with the same start, in the warm-start cache; "
+                  "GRPO_EDU_CACHE=off recomputes it)" if kept else "")
         print(f"[grpo-edu] toy warm start: {len(losses)} supervised steps{loaded}")
     return model, tokenizer
+
+# %% ../nbs/api/03_toy.ipynb #8903377c
+def check_toy_options(args) -> None:
+    "Refuse settings for from_pretrained, which the toy (built in code, on the CPU) never goes through."
+    if args.model_init_kwargs:
+        raise GRPOEduError(f"model_init_kwargs={args.model_init_kwargs!r} go to from_pretrained, but "
+                           "model_name_or_path=toy is built in code, not loaded: remove them, or set "
+                           "model_name_or_path to a Hub id or a saved model's folder.")
+    if args.load_in_4bit:
+        raise GRPOEduError("load_in_4bit=true needs a CUDA GPU and a model that from_pretrained loads, and "
+                           "model_name_or_path=toy is built in code on the CPU. Set load_in_4bit false (LoRA "
+                           "then adapts the toy's full-precision weights), or give a Hub id or a saved "
+                           "model's folder.")

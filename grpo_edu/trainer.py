@@ -25,13 +25,12 @@ import contextlib, math, shutil, signal, time, warnings
 from pathlib import Path
 import torch
 from accelerate import Accelerator
-from accelerate.utils import gather_object, send_to_device, set_seed
+from accelerate.utils import gather_object, is_peft_model, send_to_device, set_seed
 from transformers import TrainerState, get_scheduler
 from transformers.utils import logging as hf_logging
 from .checkpoint import StopSignal, checkpoints, load_weights, read_safetensors, restore_run, save_run
 from .config import GRPOConfig, as_config
 from .data import check_eval_dataset, check_prompt_dataset, prompt_indices, task_datasets
-from .data import warn_long_prompts
 from .errors import GRPOEduError, explain_oom
 from .evaluation import evaluate_on_processes
 from .logprobs import per_token_logps
@@ -40,11 +39,12 @@ from .loss import grpo_loss_metrics, high_entropy_mask
 from .monitor import HealthMonitor, RunLog, add_sums, completion_samples, generation_metrics
 from .monitor import gather_values, logged_means, masked_sum, reduce_means
 from .policy import Placement, build_policy, fill_deepspeed_config, make_optimizer, use_bf16
-from .policy import place_reference_model, reference_model, sync_ref_model, update_autocast
+from .policy import place_reference_model, reference_logps, reference_model, sync_ref_model
+from .policy import check_target_modules, lora_config, update_autocast
 from .rewards import check_reward_columns, load_reward_funcs, reward_name, rewards_and_advantages
 from .rewards import score_completions
-from .rollout import encode_prompts, generate_completions
-from .toy import toy_policy
+from .rollout import encode_prompts, generate_completions, warn_long_prompts
+from .toy import check_toy_options, toy_model, toy_policy, toy_tokenizer
 
 # %% ../nbs/api/09_trainer.ipynb #14b8a650
 class GRPOTrainer:
@@ -56,13 +56,14 @@ class GRPOTrainer:
                  train_dataset=None,      # a datasets.Dataset with a `prompt` column (or a list of rows)
                  eval_dataset=None,       # optional, with `prompt` and `answer`: greedy accuracy before/after
                  processing_class=None,   # the tokenizer (needed when `model` is already loaded)
-                 reward_processing_classes=None):   # reward models' tokenizers, one per function (None: own)
+                 reward_processing_classes=None,    # reward models' tokenizers, one per function (None: own)
+                 peft_config=None):       # TRL's: LoRA adapters (a peft LoraConfig); or the config's use_peft
         self.args = args = as_config(args)                                 # ours, a dict, TRL's, or None
         self.accelerator = Accelerator(cpu=args.use_cpu, mixed_precision="bf16" if use_bf16(args) else "no")
         self.placement = Placement.of(self.accelerator)                # what DDP, FSDP or DeepSpeed change
         funcs = list(reward_funcs) if isinstance(reward_funcs, (list, tuple)) else [reward_funcs]
         args.validate(self.accelerator.num_processes, reward_funcs=funcs)   # the names, as a recipe's are
-        self.placement.check(args)                            # TR-DPO, the static engine: whole weights
+        self.placement.check(args, peft_config)          # TR-DPO, the static engine, LoRA: whole weights
         set_seed(args.seed)
         self.train_dataset = check_prompt_dataset(train_dataset, "train_dataset")   # bad data fails fast,
         self.eval_dataset = check_eval_dataset(eval_dataset, args.eval_steps)      # before any model loads
@@ -72,7 +73,7 @@ class GRPOTrainer:
         check_reward_columns(self.reward_funcs, self.train_dataset)            # accuracy needs `answer`
         self.reward_weights = torch.tensor(args.reward_weights or [1.0] * len(funcs), dtype=torch.float32)
         self._plan_steps()
-        self._prepare(self._load_models(model, processing_class))
+        self._prepare(self._load_models(model, processing_class, peft_config))
         self.rollout_engine = self.placement.rollout_engine(args.rollout_engine)
         self.step, self._batches, self._gen_metrics = 0, None, None
         self.health, self.eval_before = HealthMonitor(), None
@@ -91,15 +92,15 @@ class GRPOTrainer:
                                   logging_steps=args.logging_steps, save_steps=args.save_steps,  # for the
                                   train_batch_size=args.per_device_train_batch_size)             # rewards
 
-    def _load_models(self, model, tokenizer):
-        "π_θ and its tokenizer (`build_policy`), prompts they would cut named, π_ref when beta > 0."
+    def _load_models(self, model, tokenizer, peft_config):
+        "π_θ and its tokenizer (`build_policy`), prompts they would cut named, π_ref if beta > 0 (not LoRA)."
         args, model_id = self.args, model if isinstance(model, str) else None
-        model, self.tokenizer = build_policy(model, tokenizer, args)
+        model, self.tokenizer = build_policy(model, tokenizer, args, peft_config)
         if self.accelerator.is_main_process:
             named = {"train_dataset": self.train_dataset, "eval_dataset": self.eval_dataset}
             warn_long_prompts(self.tokenizer, named, args.max_prompt_length, args.chat_template_kwargs)
         self.ref_model = (reference_model(model, model_id, args.torch_dtype, args.model_init_kwargs)
-                          if args.beta > 0 else None)
+                          if args.beta > 0 and not is_peft_model(model) else None)   # LoRA: adapters off
         return model
 
     def _prepare(self, model) -> None:
@@ -205,7 +206,9 @@ def _old_and_ref_logps(self: GRPOTrainer, batch: dict) -> None:
                                           chunk_size=args.lm_head_chunk_size)                  # (N, K)
     with explain_oom("reference log-probs"), self.accelerator.autocast():
         if self.generate_every > 1: batch["old_logps"] = logps(self.model)   # later steps: π_old ≠ π_θ
-        if self.ref_model is not None: batch["ref_logps"] = logps(self.ref_model)
+        if args.beta > 0:                            # its own model, or (LoRA) the policy, adapters off
+            policy = self.accelerator.unwrap_model(self.model)
+            batch["ref_logps"] = reference_logps(policy, self.ref_model, logps)
 GRPOTrainer._old_and_ref_logps = _old_and_ref_logps
 
 # %% ../nbs/api/09_trainer.ipynb #354b68ee
@@ -475,10 +478,9 @@ def trainer_from_config(args: GRPOConfig) -> GRPOTrainer:
     "Build the model, datasets and trainer that a GRPOConfig describes (validates first, loads second)."
     args.validate()
     toy = args.model_name_or_path == "toy"
-    if toy and args.model_init_kwargs:                  # (GRPOTrainer only warns)
-        raise GRPOEduError(f"model_init_kwargs={args.model_init_kwargs!r} go to from_pretrained, but "
-                           "model_name_or_path=toy is built in code, not loaded: remove them, or set "
-                           "model_name_or_path to a Hub id or a saved model's folder.")
+    if toy: check_toy_options(args)                # from_pretrained's settings (GRPOTrainer only warns)
+    if toy and args.use_peft:                      # a LoRA target the toy lacks: before its warm start
+        check_target_modules(toy_model(toy_tokenizer()), lora_config(args))
     train_dataset, eval_dataset = task_datasets(args.dataset, args.eval_dataset, args.dataset_path)
     rewards = load_reward_funcs(args.reward_funcs, None, args.model_init_kwargs)   # before the toy warm start
     named = f"dataset {args.dataset!r}"

@@ -1,0 +1,47 @@
+"""The package keeps the import directions of its design: each module imports only from its own layer or the layers
+above it (errors, then the core math, then data/rewards/rollout, evaluation, training, and the faces last)."""
+import ast
+from pathlib import Path
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "grpo_edu"
+
+LAYER = {"errors": 0, "docs": 0,
+         "logprobs": 1, "advantages": 1, "kl": 1, "loss": 1,
+         "data": 2, "toy": 2, "rewards": 2, "rollout": 2,
+         "evaluation": 3,
+         "config": 4, "trainer": 4, "monitor": 4, "checkpoint": 4, "policy": 4,
+         "cli": 5, "bench": 5, "memory": 5}
+ALSO_ALLOWED = {("toy", "evaluation")}            # the toy's warm start stops at a held-out accuracy
+# sampling knows no task, and a task no sampler
+SAME_LAYER_FORBIDDEN = {("rollout", "data"), ("rollout", "rewards"), ("rollout", "toy"),
+                        ("data", "rollout"), ("rewards", "rollout")}
+THIRD_PARTY_FORBIDDEN = {1: {"accelerate", "datasets", "transformers"}, 2: {"accelerate"}, 3: {"accelerate"}}
+
+
+def imports(module: str) -> tuple[set, set]:
+    "The grpo_edu modules and the third-party packages `module` imports, anywhere in its file."
+    ours, theirs = set(), set()
+    for node in ast.walk(ast.parse((PACKAGE / f"{module}.py").read_text())):
+        if isinstance(node, ast.ImportFrom):
+            if node.level == 1: ours.add(node.module.split(".")[0])
+            elif node.module.startswith("grpo_edu."): ours.add(node.module.split(".")[1])
+            else: theirs.add(node.module.split(".")[0])
+        elif isinstance(node, ast.Import):
+            theirs |= {alias.name.split(".")[0] for alias in node.names}
+    return ours - {module}, theirs
+
+
+def test_every_module_has_a_layer():
+    modules = {p.stem for p in PACKAGE.glob("*.py")} - {"__init__", "_modidx"}
+    assert modules == set(LAYER), f"give each module a layer in tests/test_layers.py: {modules ^ set(LAYER)}"
+
+
+@pytest.mark.parametrize("module", sorted(LAYER))
+def test_imports_follow_the_layers(module):
+    ours, theirs = imports(module)
+    upward = {m for m in ours if LAYER[m] > LAYER[module] and (module, m) not in ALSO_ALLOWED}
+    assert not upward, f"{module} (layer {LAYER[module]}) imports {sorted(upward)} from a later layer"
+    sideways = {m for m in ours if (module, m) in SAME_LAYER_FORBIDDEN}
+    assert not sideways, f"{module} imports {sorted(sideways)}"
+    assert not theirs & THIRD_PARTY_FORBIDDEN.get(LAYER[module], set()), f"{module} imports {theirs}"
