@@ -25,7 +25,7 @@ if [[ " $steps " == *" tests "* ]]; then python -m pytest -q -m cuda tests; fi
 if [[ " $steps " == *" bench "* ]]; then python -m grpo_edu.cli bench --data_dir "$DATA" --shapes "${BENCH_SHAPES:-0.5b,1.5b}"; fi
 if [[ " $steps " == *" notebooks "* ]]; then
   failed=()                                              # one notebook failing must not cost the others their run
-  read -ra nbs <<< "${GPU_NOTEBOOKS:-nbs/api/05_rollout.ipynb nbs/09_training.ipynb nbs/10_speed.ipynb nbs/11_memory.ipynb}"
+  read -ra nbs <<< "${GPU_NOTEBOOKS:-nbs/api/05_rollout.ipynb nbs/09_training.ipynb nbs/10_speed.ipynb nbs/11_memory.ipynb nbs/12_lora.ipynb}"
   for nb in "${nbs[@]}"; do                              # GPU_NOTEBOOKS="nbs/11_memory.ipynb": some of them, in a call of their own
     nbdev-test "$nb" --flags cuda --save || failed+=("$nb")
   done

@@ -87,3 +87,13 @@ def test_only_the_cuda_cells_take_the_gpu_runs_outputs(tmp_path):
     with pytest.raises(SystemExit, match="is not in .* with the same source"):
         take.take(tmp_path / "gpu" / "ch.ipynb", tmp_path / "ch.ipynb")
     assert nbformat.read(tmp_path / "ch.ipynb", as_version=4).cells[1].outputs == []   # nothing was changed
+
+
+def test_gpu_check_runs_every_notebook_with_cuda_cells():
+    "A chapter or API page with a `#| cuda` cell is in gpu-check.sh's default list, so its GPU outputs get made."
+    import json, re
+    listed = re.search(r'GPU_NOTEBOOKS:-([^}]*)\}', (ROOT / "scripts" / "gpu-check.sh").read_text()).group(1).split()
+    with_cuda = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "nbs").rglob("*.ipynb")
+                       if any(c["cell_type"] == "code" and "".join(c["source"]).startswith("#| cuda")
+                              for c in json.loads(p.read_text())["cells"]))
+    assert with_cuda and sorted(listed) == with_cuda
