@@ -92,7 +92,8 @@ def test_only_the_cuda_cells_take_the_gpu_runs_outputs(tmp_path):
 def test_gpu_check_runs_every_notebook_with_cuda_cells():
     "A chapter or API page with a `#| cuda` cell is in gpu-check.sh's default list, so its GPU outputs get made."
     import json, re
-    listed = re.search(r'GPU_NOTEBOOKS:-([^}]*)\}', (ROOT / "scripts" / "gpu-check.sh").read_text()).group(1).split()
+    script = (ROOT / "scripts" / "gpu-check.sh").read_text()
+    listed = re.search(r"every=\(([^)]*)\)", script).group(1).split()
     with_cuda = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "nbs").rglob("*.ipynb")
                        if any(c["cell_type"] == "code" and "".join(c["source"]).startswith("#| cuda")
                               for c in json.loads(p.read_text())["cells"]))
