@@ -8,7 +8,7 @@ Modules:
 - `grpo_edu.cli`: The grpo-edu command: bad input is one paragraph and exit status 2, never a traceback.
 - `grpo_edu.config`: GRPOConfig: every knob of a run, TRL's names; the CLI, YAML and Python share it.
 - `grpo_edu.data`: Every task is a `datasets.Dataset`: a `prompt` column, and the columns its rewards read.
-- `grpo_edu.docs`: How the notebooks become the docs site: one processor of our own on top of nbdev's.
+- `grpo_edu.docs`: How the notebooks become the package and the site: our two processors on top of nbdev's.
 - `grpo_edu.errors`: GRPOEduError: bad input's one exception, its message naming the field and the fix.
 - `grpo_edu.evaluation`: Greedy pass@1, sampled pass@k, 95% intervals: one evaluator for trainer, CLI and toy.
 - `grpo_edu.kl`: Estimating KL(π_θ ‖ π_ref) from sampled tokens, and what the gradient of k3 pushes.
