@@ -14,8 +14,8 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/checkpoint.html.md"""
 # %% auto #0
 __all__ = ['ADAPTER_BASE', 'rng_state', 'set_rng_state', 'checkpoint_tmp', 'save_adapter_base',
            'save_checkpoint', 'checkpoints', 'latest_checkpoint', 'resolve_checkpoint', 'load_trainer_state',
-           'check_model_folder', 'read_safetensors', 'load_weights', 'load_adapters', 'check_resumable',
-           'rng_for_process', 'save_run', 'restore_run', 'StopSignal']
+           'check_model_folder', 'read_safetensors', 'tensor_differences', 'load_weights', 'load_adapters',
+           'check_resumable', 'rng_for_process', 'save_run', 'restore_run', 'StopSignal']
 
 # %% ../nbs/api/08_checkpoint.ipynb #6c1d2e3f
 import json, os, random, shutil, signal, threading, time
@@ -151,19 +151,29 @@ def read_safetensors(folder) -> dict:
     from safetensors.torch import load_file
     return {k: v for f in sorted(Path(folder).glob("*.safetensors")) for k, v in load_file(str(f)).items()}
 
+def tensor_differences(
+    own: dict,           # name -> tensor of the run
+    saved: dict,         # name -> tensor of the checkpoint
+    accepted: set,       # names the run takes (own's, plus a tied weight it lists once)
+    kind: str,           # "tensors" or "adapter tensors", for the message
+    this: str,           # "this model" or "this run", for the message
+) -> list:               # e.g. ["2 tensors missing, e.g. lm_head.weight"]; empty when they match
+    "What keeps a checkpoint's tensors out of a run: missing ones, unexpected ones, ones of another shape."
+    missing, unexpected = sorted(set(own) - set(saved)), sorted(set(saved) - accepted)
+    reshaped = [f"{k} {tuple(saved[k].shape)} vs {tuple(own[k].shape)}" for k in sorted(set(saved) & set(own))
+                if saved[k].shape != own[k].shape]
+    problems = ((f"{kind} missing", missing), ("unexpected tensors", unexpected),
+                (f"{kind} of another shape (saved vs {this})", reshaped))
+    return [f"{len(names)} {what}, e.g. {names[0]}" for what, names in problems if names]
+
 def load_weights(
     model,               # the run's model, loaded into in place
     state_dict: dict,    # a checkpoint's tensors (read_safetensors)
     path,                # the checkpoint as the user named it, for the message
 ) -> None:
     "Load a checkpoint's tensors into `model`, refusing another model's (a tied lm_head is saved once)."
-    own, saved = dict(model.named_parameters()), set(state_dict)   # named_parameters lists a tied weight once
-    missing, unexpected = sorted(set(own) - saved), sorted(saved - set(model.state_dict()))
-    reshaped = [f"{k} {tuple(state_dict[k].shape)} vs {tuple(own[k].shape)}" for k in sorted(saved & set(own))
-                if state_dict[k].shape != own[k].shape]
-    problems = (("tensors missing", missing), ("unexpected tensors", unexpected),
-                ("tensors of another shape (saved vs this model)", reshaped))
-    if said := [f"{len(names)} {what}, e.g. {names[0]}" for what, names in problems if names]:
+    own = dict(model.named_parameters())                            # lists a tied weight once
+    if said := tensor_differences(own, state_dict, set(model.state_dict()), "tensors", "this model"):
         raise GRPOEduError(f"resume_from_checkpoint={path!r}: its weights are not this model's "
                            f"({'; '.join(said)}). Resume with the model_name_or_path the run was started "
                            "with, or start a new run from those weights with --model_name_or_path pointing "
@@ -177,17 +187,13 @@ def load_adapters(
 ) -> None:
     "Load a LoRA checkpoint's adapters into `model`, refusing adapters of another rank or other layers."
     from peft import get_peft_model_state_dict, set_peft_model_state_dict
-    own, saved = get_peft_model_state_dict(model), set(state_dict)     # peft's keys, adapter name dropped
-    missing, unexpected = sorted(set(own) - saved), sorted(saved - set(own))
-    reshaped = [f"{k} {tuple(state_dict[k].shape)} vs {tuple(own[k].shape)}" for k in sorted(saved & set(own))
-                if state_dict[k].shape != own[k].shape]
-    problems = (("adapter tensors missing", missing), ("unexpected tensors", unexpected),
-                ("adapter tensors of another shape (saved vs this run)", reshaped))
-    if said := [f"{len(names)} {what}, e.g. {names[0]}" for what, names in problems if names]:
+    own = get_peft_model_state_dict(model)                          # peft's keys, adapter name dropped
+    if said := tensor_differences(own, state_dict, set(own), "adapter tensors", "this run"):
         raise GRPOEduError(f"resume_from_checkpoint={path!r}: its adapters are not this run's "
                            f"({'; '.join(said)}). Resume with the LoRA settings it was saved with (its "
                            "adapter_config.json holds them: r, target_modules, ...).")
     set_peft_model_state_dict(model, state_dict)
+
 
 # %% ../nbs/api/08_checkpoint.ipynb #95398fe4
 def check_resumable(

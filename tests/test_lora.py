@@ -409,6 +409,21 @@ def test_resume_continues_exactly(lora_run, tmp_path):
 
 
 @pytest.mark.e2e
+def test_adapters_of_another_rank_or_layers_are_refused():
+    "load_adapters names what differs (another rank: shapes; other layers: missing and unexpected) and loads nothing."
+    from peft import get_peft_model_state_dict
+    from grpo_edu.checkpoint import load_adapters
+    tok = toy_tokenizer()
+    run = get_peft_model(toy_model(tok, seed=0), LoraConfig(**QV))
+    before = {k: v.clone() for k, v in get_peft_model_state_dict(run).items()}
+    for other in (dict(QV, r=8), dict(QV, target_modules=["k_proj"])):
+        saved = get_peft_model_state_dict(get_peft_model(toy_model(tok, seed=1), LoraConfig(**other)))
+        with pytest.raises(GRPOEduError, match="its adapters are not this run's") as refused:
+            load_adapters(run, saved, "ck")
+        assert ("of another shape (saved vs this run)" in str(refused.value)) == (other["r"] == 8)
+        assert all(torch.equal(v, before[k]) for k, v in get_peft_model_state_dict(run).items())
+
+
 def test_resume_across_lora_and_full_fine_tuning_is_refused(lora_run, tmp_path):
     r = cli("train", *SMALL, "--output_dir", tmp_path, "--resume_from_checkpoint", lora_run / "checkpoint-3")
     assert r.returncode == 2 and "holds LoRA adapters" in r.stderr and "--use_peft true" in r.stderr, r.stderr
