@@ -15,7 +15,7 @@ from transformers import AutoModelForCausalLM, PreTrainedModel
 from grpo_edu.config import GRPOConfig
 from grpo_edu.errors import GRPOEduError
 from grpo_edu.logprobs import per_token_logps
-from grpo_edu.memory import LORA_SHAPES, SHAPES, estimate_memory, lora_param_count, param_count
+from grpo_edu.memory import ALL_SHAPES, LORA_SHAPES, estimate_memory, lora_param_count, param_count
 from grpo_edu.policy import lora_config, quantization_config, use_adapter
 from grpo_edu.toy import addition_dataset, toy_model, toy_tokenizer
 from grpo_edu.trainer import GRPOTrainer
@@ -494,7 +494,7 @@ def test_toy_learns_with_lora(tmp_path):
 def test_lora_parameter_count_equals_peft(name):
     "The planner's count of adapter parameters equals peft's own on the real shapes (a meta-device model, no weights)."
     from transformers import Qwen2Config, Qwen2ForCausalLM
-    shape = {**SHAPES, **LORA_SHAPES}[name]
+    shape = ALL_SHAPES[name]
     with torch.device("meta"):
         model = Qwen2ForCausalLM(Qwen2Config(**shape))
     assert sum(p.numel() for p in model.parameters()) == param_count(shape)
