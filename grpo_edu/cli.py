@@ -178,7 +178,8 @@ def cmd_eval(argv: list[str]) -> int:
 def lora_note(cfg: GRPOConfig) -> str:
     "The LoRA settings a memory estimate assumes, for its header ('' without use_peft)."
     if not cfg.use_peft: return ""
-    targets = ",".join(cfg.lora_target_modules or ["q_proj", "v_proj"])      # None: peft's default for Qwen2
+    from grpo_edu.memory import PEFT_DEFAULT_TARGETS
+    targets = ",".join(cfg.lora_target_modules or PEFT_DEFAULT_TARGETS)   # None: peft's default
     return f", LoRA r={cfg.lora_r} on {targets}" + (", a 4-bit base" if cfg.load_in_4bit else "")
 
 def cmd_memory(argv: list[str]) -> int:
