@@ -19,6 +19,7 @@ Modules:
 - `grpo_edu.policy`: π_θ, π_ref and the optimizer, and where accelerate put them (DDP, FSDP, DeepSpeed).
 - `grpo_edu.rewards`: Reward functions with TRL's signature: the built-ins, a reward model, and calling yours.
 - `grpo_edu.rollout`: Tokenise prompts, sample completions (static-cache engine or HF generate), mask them.
+- `grpo_edu.tools`: Describe functions to the model, parse and run its tool calls, continue the rollout: the tool mask.
 - `grpo_edu.toy`: A task, tokenizer and tiny model built in code: `grpo-edu train` needs no network, no GPU.
 - `grpo_edu.trainer`: GRPO's loop — prompts, rollout, rewards, advantages, loss, update — one call each."""
 

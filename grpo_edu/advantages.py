@@ -3,8 +3,11 @@
 Why no value model is needed: with outcome rewards every token of completion i shares one advantage, and the
 other completions of the same prompt show what the policy scores on it. The group mean includes r_i itself;
 without the std, that only scales the expected policy gradient, by (G − 1)/G, and leaves its direction alone.
-Dividing by the group std re-weighs whole prompts by 1/std, towards the very hard and very easy ones
-(Dr. GRPO's difficulty bias): `scale="none"` removes it, `scale="batch"` divides every group by one std.
+Dividing by the group std multiplies all of a prompt's advantages by 1/std. With binary rewards the
+std depends on the success rate alone, √(p̂(1 − p̂)), so this re-weighs prompts towards the very hard
+and very easy ones (Dr. GRPO's difficulty bias); with graded rewards it also blows a small reward gap
+up to full size.
+`scale="none"` removes it, `scale="batch"` divides every group by one std.
 Rows are laid out prompt-major: [p0·g0, p0·g1, …, p1·g0, …].
 
 Docs: https://grpo-edu.github.io/grpo_edu/advantages.html.md"""

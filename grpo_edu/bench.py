@@ -172,8 +172,10 @@ def bench_ours(model_dir: str, dataset, steps: int = 3, max_completion_length: i
     trainer.train()
     rows = [json.loads(line) for line in (Path(args.output_dir) / "metrics.jsonl").open()][1:]
     phases = {p.split("/")[1]: round(sum(r[p] for r in rows) / len(rows), 3) for p in PHASES}
+    sampling = sorted({k for r in rows for k in r if k.startswith("sampling/")})   # the correction's, if on
     out = {"step_s": [round(r["step_time"], 3) for r in rows], "peak_gib": _peak_gib(),
-           "mean_length": [r["completions/mean_length"] for r in rows], "phases": phases}
+           "mean_length": [r["completions/mean_length"] for r in rows], "phases": phases,
+           "sampling": {k: round(sum(r[k] for r in rows) / len(rows), 4) for k in sampling}}
     del trainer
     _reset_peak()
     return out
@@ -244,7 +246,8 @@ def write_record(
 _ROW_KEYS = ("ours_step_s", "trl_step_s", "step_speedup_vs_trl", "rollout_tok_s", "hf_generate_tok_s",
             "rollout_speedup_vs_hf", "ours_peak_gib", "ours_planner_gib", "trl_peak_gib", "ours_step_times",
             "trl_step_times", "ours_phases_s", "rollout_compiled_tok_s", "ours_before_step_s",
-            "ours_before_phases_s", "ours_before_peak_gib", "sampler_vs_trainer")
+            "ours_before_phases_s", "ours_before_peak_gib", "sampler_vs_trainer", "ours_sampling",
+            "ours_uncorrected_step_s", "ours_uncorrected_phases_s")
 
 def _versions() -> dict:
     "The versions a result depends on: Python, torch (and its CUDA), transformers, accelerate, TRL, grpo_edu."
@@ -288,7 +291,7 @@ def _bench_shape(rec: dict, shape: str, data_dir: str, dataset, prompts: list, o
     shape_args = (steps, max_completion_length, batch, accum)
     ours = bench_ours(model_dir, dataset, *shape_args, **ours_overrides)
     save(ours_step_s=_mean(ours["step_s"]), ours_step_times=ours["step_s"], ours_peak_gib=ours["peak_gib"],
-         ours_phases_s=ours["phases"],
+         ours_phases_s=ours["phases"], ours_sampling=ours.get("sampling"),
          ours_planner_gib=planner_gib(model_dir, dataset, bench_args(*shape_args, **ours_overrides)))
     if trl and (theirs := bench_trl(model_dir, dataset, *shape_args)):
         save(trl_step_s=_mean(theirs["step_s"]), trl_step_times=theirs["step_s"],
@@ -297,6 +300,10 @@ def _bench_shape(rec: dict, shape: str, data_dir: str, dataset, prompts: list, o
     save(rollout_tok_s=round(generate_tok_s(model_dir, prompts, new_tokens, 64, "static")))
     save(hf_generate_tok_s=round(generate_tok_s(model_dir, prompts, new_tokens, 64, "hf")))
     save(sampler_vs_trainer=sampler_vs_trainer(model_dir, prompts, new_tokens, 64))
+    if ours.get("sampling"):       # the correction was on: the same run without it prices it per step
+        plain = bench_ours(model_dir, dataset, *shape_args,
+                           **{**ours_overrides, "vllm_importance_sampling_correction": False})
+        save(ours_uncorrected_step_s=_mean(plain["step_s"]), ours_uncorrected_phases_s=plain["phases"])
     if before:
         old = bench_ours(model_dir, dataset, *shape_args, **BEFORE)
         save(ours_before_step_s=_mean(old["step_s"]), ours_before_phases_s=old["phases"],

@@ -271,11 +271,14 @@ def cmd_bench(argv: list[str]) -> int:
 
 # %% ../nbs/api/10_cli.ipynb #9bc1f238
 PLOT_ABOUT = ("Redraw a run's PNG plots from RUN_DIR/metrics.jsonl: while it trains (they are also redrawn "
-              "at every checkpoint), after Ctrl-C, or after a crash. Given several run folders, draw every "
-              "run's curve on one plot per metric, to compare them (an ablation).")
+              "at every checkpoint), after Ctrl-C, or after a crash; RUN_DIR/plots/overview.png shows every "
+              "logged quantity at once. Given several run folders, draw every run's curve on one plot per "
+              "metric, to compare them (an ablation), each run named by the settings that differ between "
+              "them (RUN_DIR/config.yaml).")
 
 def cmd_plot(argv: list[str]) -> int:
     "grpo-edu plot RUN_DIR [RUN_DIR ...] [--out DIR] [--window N] [--metrics A,B]"
+    from grpo_edu.monitor import PLOTS, compare_runs, plot_run, run_labels
     p = argparse.ArgumentParser(prog="grpo-edu plot", description=PLOT_ABOUT)
     p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="a run's folder (its --output_dir), e.g. "
                    "runs/toy; several to compare")
@@ -283,10 +286,9 @@ def cmd_plot(argv: list[str]) -> int:
     p.add_argument("--window", type=int, default=1, help="a comparison's moving average, in logged steps "
                    "(default: 1, as logged)")
     p.add_argument("--metrics", default="", help="more logged metrics to draw, one plot each, "
-                   "comma-separated (e.g. entropy,frac_reward_zero_std); reward, accuracy, kl, length and "
-                   "grad_norm are always drawn")
+                   f"comma-separated (e.g. step_time,completions/clipped_ratio); {', '.join(PLOTS)} are "
+                   "always drawn when logged")
     a = p.parse_args(argv)
-    from grpo_edu.monitor import plot_run, compare_runs
     if len(a.run_dirs) == 1:
         if a.out is not None or a.window != 1:
             raise GRPOEduError("--out and --window are for comparing several runs (grpo-edu plot RUN_A RUN_B "
@@ -295,6 +297,9 @@ def cmd_plot(argv: list[str]) -> int:
     else:
         out = a.out or Path(a.run_dirs[0]).parent / "compare"
         files = compare_runs(a.run_dirs, out, a.window, a.metrics)
+        labels = run_labels(a.run_dirs)
+        named = [label if label == d else f"{label} ({d})" for label, d in zip(labels, a.run_dirs)]
+        print(f"[grpo-edu] runs:    {', '.join(named)}")
     print(f"[grpo-edu] plots:   {', '.join(map(str, files))}")
     return 0
 

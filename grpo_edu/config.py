@@ -33,6 +33,7 @@ from .loss import IMPORTANCE_SAMPLING_LEVELS, LOSS_TYPES
 from .advantages import MULTI_OBJECTIVE_AGGREGATIONS, SCALE_REWARDS
 from .checkpoint import check_model_folder, latest_checkpoint, resolve_checkpoint
 from .rewards import REWARD_FUNCS, import_reward_func, is_import_path
+from .tools import load_tools
 
 # %% ../nbs/api/06_config.ipynb #696ff3ab
 @dataclass
@@ -114,6 +115,12 @@ class GRPOConfig:
         "torch.compile the static engine's decode step (slower start, faster steps)"))
     rollout_release_memory: bool = HfArg(default=False, help=(
         "free the engine's KV cache and graphs after each rollout (lower peak, re-capture)"))
+    tools: list[str] | None = HfArg(default=None, help=(
+        "your tool functions by import path (module:function): my_tools:multiply,my_tools:add"))
+    max_tool_calling_iterations: int | None = HfArg(default=None, help=(
+        "tool-calling rounds per rollout at most (none: until no completion calls a tool; TRL's)"))
+    tool_timeout: float | None = HfArg(default=60.0, help=(
+        "seconds a tool call may run before it fails with an error result (none: no limit)"))
     # loss
     beta: float = HfArg(default=0.0, help="KL weight; 0 means no reference model is loaded (TRL's default)")
     sync_ref_model: bool = HfArg(default=False, help=(
@@ -137,6 +144,16 @@ class GRPOConfig:
     vespo_lambda_neg: float = HfArg(default=2.0, help="loss_type=vespo: the decay for A < 0")
     off_policy_mask_threshold: float | None = HfArg(default=None, help=(
         "DeepSeek-V3.2: drop Â < 0 completions whose mean log(π_old/π_θ) exceeds this (none: off)"))
+    vllm_importance_sampling_correction: bool | None = HfArg(default=None, help=(
+        "weigh each completion's surrogate by π_old/q, q what the rollout sampled from (TRL's name; here it "
+        "corrects grpo_edu's own sampler). none: on where q ≠ π_θ by construction (top_k, top_p, min_p, "
+        "repetition_penalty, or a bf16/fp16 rollout), off for plain sampling in fp32"))
+    vllm_importance_sampling_mode: str = HfArg(default="sequence_mask", help=(
+        "token_truncate | token_mask | sequence_truncate | sequence_mask (TRL's default)"))
+    vllm_importance_sampling_clip_max: float | None = HfArg(default=3.0, help=(
+        "C_max: weights above it are clipped (*_truncate) or zeroed (*_mask); none: no bound"))
+    vllm_importance_sampling_clip_min: float | None = HfArg(default=None, help=(
+        "C_min: weights below it are clipped (*_truncate) or zeroed (*_mask); none: no bound"))
     use_bias_correction_kl: bool = HfArg(default=True, help=(
         "weigh k3 by ρ: an unbiased ∇KL(π_θ‖π_ref) (TRL 1.16's default)"))
     top_entropy_quantile: float = HfArg(default=1.0, help=(
@@ -209,6 +226,7 @@ class GRPOConfig:
     def __post_init__(self):
         "One spelling for what the faces write differently: lists (a,b c), report_to's trackers, a TRL dtype."
         self.reward_funcs, self.reward_weights = flat_list(self.reward_funcs), flat_list(self.reward_weights)
+        self.tools = flat_list(self.tools)
         self.lora_target_modules = flat_list(self.lora_target_modules)
         self.lora_modules_to_save = flat_list(self.lora_modules_to_save)
         self.report_to = tracker_names(flat_list(self.report_to))
@@ -347,6 +365,8 @@ RANGES = {   # field: (the test its value passes, what the message asks for); af
     "top_k": (lambda v: v >= 0, "≥ 0 (0: no top-k filter)"),
     "min_p": (lambda v: 0 <= v <= 1, "in [0, 1], or none for no min-p filter"),
     "repetition_penalty": (lambda v: v > 0, "> 0 (1.0: no penalty)"),
+    "max_tool_calling_iterations": (lambda v: v >= 0, "a number of rounds ≥ 0, or none for no limit"),
+    "tool_timeout": (lambda v: v > 0, "> 0 seconds, or none for no limit"),
     "lm_head_chunk_size": (lambda v: v >= 0, "a whole number ≥ 0 (256 is a good default; 0 keeps the whole "
                                              "(batch, length, vocab) logits)"),
     "max_grad_norm": (lambda v: v >= 0, "≥ 0 (1.0 is typical; 0 turns clipping off)"),
@@ -371,6 +391,8 @@ RANGES = {   # field: (the test its value passes, what the message asks for); af
     "vespo_k_neg": (lambda v: v >= 0, "≥ 0 (VESPO's default is 3.0)"),
     "vespo_lambda_pos": (lambda v: v > 0, "> 0 (VESPO's default is 3.0)"),
     "vespo_lambda_neg": (lambda v: v > 0, "> 0 (VESPO's default is 2.0)"),
+    "vllm_importance_sampling_clip_max": (lambda v: v > 0, "> 0 (TRL's default is 3.0), or none for no bound"),
+    "vllm_importance_sampling_clip_min": (lambda v: v >= 0, "≥ 0, or none for no lower bound (TRL's default)"),
     "off_policy_mask_threshold": (lambda v: v >= 0, "≥ 0 (DeepSeek-V3.2 suggests values like 0.5), or none "
                                                     "for no mask"),
     "sapo_temperature_pos": (lambda v: v > 0, "> 0 (SAPO's default is 1.0)"),
@@ -393,6 +415,11 @@ CHOICES = {   # field: {value: what it means, where its name does not say it}
     "importance_sampling_level": {"token": "one ratio per token, GRPO",
                                   "sequence": "one ratio per completion, GSPO"},
     "scale_rewards": dict.fromkeys(SCALE_REWARDS, ""),
+    "vllm_importance_sampling_mode": {
+        "token_truncate": "π_old/q per token, clipped to [C_min, C_max]",
+        "token_mask": "π_old/q per token, 0 outside [C_min, C_max]",
+        "sequence_truncate": "Π_t π_old/q per completion, clipped",
+        "sequence_mask": "Π_t π_old/q per completion, 0 outside the bounds; TRL's default"},
     "multi_objective_aggregation": {
         "sum_then_normalize": "add the weighted rewards, then normalise per group; TRL's default",
         "normalize_then_sum": "GDPO: normalise each reward per group, then add them"},
@@ -459,11 +486,29 @@ def _check_loss_options(c) -> None:
              f"epsilon_high) (MiniMax-M1; ScaleRL recommends 5.0), so it must be > 1 (got "
              f"{c.epsilon_high!r}; unset, TRL would cap every weight at epsilon={c.epsilon} and shrink every "
              f"gradient). Set --epsilon_high 5.0.")
+    _check_sampler_correction(c)
     if c.delta is not None and c.delta <= 1 + (c.epsilon_high or c.epsilon):
         _err(f"delta={c.delta!r} caps the ratio ρ from above also where the advantage is negative (two-sided "
              f"clipping, INTELLECT-2): it must be > 1 + epsilon_high = "
              f"{1 + (c.epsilon_high or c.epsilon):g}, or the usual clip already covers it (INTELLECT-2 used "
              f"4). Set --delta 4, or none to turn it off.")
+
+def _check_sampler_correction(c) -> None:
+    "The importance-sampling correction's bounds in order, and VESPO's per-token modes (TRL's rule)."
+    low, high = c.vllm_importance_sampling_clip_min, c.vllm_importance_sampling_clip_max
+    if low is not None and high is not None and low >= high:
+        _err(f"vllm_importance_sampling_clip_min={low!r} must be below vllm_importance_sampling_clip_max="
+             f"{high!r}: the weights π_old/q are kept (or clipped) inside [C_min, C_max]. Lower the first, or "
+             f"set it to none (TRL's default).")
+    if c.vllm_importance_sampling_mode.endswith("truncate") and low is None and high is None:
+        _err(f"vllm_importance_sampling_mode={c.vllm_importance_sampling_mode} clips the weights π_old/q to "
+             f"[C_min, C_max], but both bounds are none: set --vllm_importance_sampling_clip_max (TRL's "
+             f"default is 3.0) or --vllm_importance_sampling_clip_min.")
+    sequence_mode = c.vllm_importance_sampling_mode.startswith("sequence")
+    if c.loss_type == "vespo" and sequence_mode and c.vllm_importance_sampling_correction:
+        _err(f"loss_type=vespo folds the sampler's weights into its own sequence weight token by token, so "
+             f"vllm_importance_sampling_mode={c.vllm_importance_sampling_mode} cannot be used with it: set "
+             f"--vllm_importance_sampling_mode token_truncate or token_mask (as TRL requires).")
 
 def _check_entropy_and_reference(c) -> None:
     "The adaptive entropy coefficient's bounds, and a reference model to sync where TR-DPO is asked for."
@@ -544,6 +589,14 @@ def _check_rewards(c, funcs: list, offline: bool) -> None:
         _err(f"reward_weights has {len(c.reward_weights)} values but there are {len(funcs)} reward "
              f"functions: give one weight per function.")
 
+def _check_tools(c, tools: list, offline: bool, described: bool = True) -> None:
+    "Tools: importable, callable, one name each (load_tools); the toy's tokenizer cannot describe them."
+    if not tools: return
+    if not offline: load_tools(tools)
+    if described and c.model_name_or_path == "toy":    # the run the config describes (not GRPOTrainer's model)
+        _err("tools need a chat template that describes them to the model, and the toy model's tokenizer has "
+             "none. Train with tools on an -Instruct model (e.g. Qwen/Qwen2.5-0.5B-Instruct), or drop tools.")
+
 def _check_installed(c) -> None:
     "The packages the run imports: the trackers', 8-bit AdamW's, and peft and bitsandbytes for LoRA."
     check_trackers(c.report_to)
@@ -598,6 +651,7 @@ def _check_paths(c) -> None:
 @typing.no_type_check
 def validate(self: GRPOConfig, num_processes: int = 1,
              reward_funcs: list | None = None,   # the functions GRPOTrainer was given (None: reward_funcs)
+             tools: list | None = None,          # the tools GRPOTrainer was given (None: the config's tools)
              offline: bool = False,              # True: the values alone (grpo-edu memory), no file looked at
             ) -> GRPOConfig:
     "Check every field; raise GRPOEduError naming the field and the fix. Returns the config."
@@ -612,6 +666,7 @@ def validate(self: GRPOConfig, num_processes: int = 1,
     _check_model_init_kwargs(self)
     check_trackers(self.report_to, installed=False)
     _check_rewards(self, self.reward_funcs if reward_funcs is None else list(reward_funcs), offline)
+    _check_tools(self, self.tools if tools is None else list(tools), offline, described=tools is None)
     if not offline:
         _check_installed(self)
         _check_paths(self)
@@ -642,7 +697,6 @@ TRL_NOT_HERE = {   # TRL / transformers fields a TRL recipe may hold, and what g
     "ds3_gather_for_generation": "under ZeRO-3 and FSDP generation runs HF generate on the sharded weights",
     "trust_remote_code": _INIT_KWARGS_REFUSED["trust_remote_code"],
     "router_aux_loss_coef": "it is not implemented: no MoE load-balancing loss is added",
-    "max_tool_calling_iterations": "tool calling during rollouts is not implemented",
     "pad_to_multiple_of": "micro-batches are cut to their longest completion instead",
     "log_unique_prompts": "log_completions writes a few completions per step to completions.jsonl",
     "log_completions_hub_repo": "log_completions writes completions.jsonl in output_dir",
@@ -820,6 +874,8 @@ def _trl_defaults(trl_args):
         return None if f.default is dataclasses.MISSING else f.default
     return {f.name: getattr(default(f), "value", default(f)) for f in dataclasses.fields(trl_args) if f.init}
 
+_TRL_VLLM_DEFAULTS = {"vllm_importance_sampling_correction"}   # TRL's True acts only with vLLM: here auto
+
 def from_trl(trl_args) -> GRPOConfig:
     "grpo_edu's GRPOConfig from TRL's: shared fields as TRL resolved them; the others refused or named."
     values, unread, defaults = {}, [], _trl_defaults(trl_args)
@@ -828,6 +884,7 @@ def from_trl(trl_args) -> GRPOConfig:
         v = getattr(v, "value", v)                     # transformers' enums (optim, lr_scheduler_type) -> str
         if f.name in FIELD_NAMES:                      # (generation_batch_size: TRL derives it)
             skip = f.name == "generation_batch_size" or (v is None and f.name in _TRL_UNSET)
+            skip = skip or (f.name in _TRL_VLLM_DEFAULTS and v == defaults.get(f.name))   # TRL's: for vLLM
             if not skip: values[f.name] = v
         elif f.name == "activation_checkpointing" or v == defaults.get(f.name, v): continue   # TRL's own
         elif trl_instead(f.name): values[f.name] = v   # TRL's, with what grpo_edu does instead: refused below

@@ -22,7 +22,7 @@ __all__ = ['SHAPES', 'LORA_SHAPES', 'ALL_SHAPES', 'LINEAR_LAYERS', 'PEFT_DEFAULT
            'lm_head_peaks', 'estimate_memory', 'format_estimate', 'peak_rss_mib', 'cpu_peak_allocated']
 
 # %% ../nbs/api/11_memory.ipynb #c3b97e71
-import json
+import contextlib, json, os, sys, tempfile
 from pathlib import Path
 from .errors import GRPOEduError
 
@@ -336,13 +336,33 @@ def peak_rss_mib() -> float:
     return peak / 2**20 if sys.platform == "darwin" else peak / 1024
 
 # %% ../nbs/api/11_memory.ipynb #22635733
+_PROFILER_LOG = ("USDT:", "STAGE:", "ERROR: External init callback must run in same thread")
+
+@contextlib.contextmanager
+def _profiler_quiet():
+    "Keep the C++ profiler's own log lines (kineto's USDT/STAGE lines) off stderr; pass every other line on."
+    try: sys.stderr.flush()
+    except (AttributeError, ValueError): pass
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as held:
+        os.dup2(held.fileno(), 2)                        # kineto writes to file descriptor 2 from C++
+        try: yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            held.seek(0)
+            lines = held.read().decode(errors="replace").splitlines(keepends=True)
+            other = "".join(l for l in lines if not l.lstrip().startswith(_PROFILER_LOG))
+            if other: os.write(2, other.encode())
+
 def cpu_peak_allocated(fn, *args, **kwargs) -> tuple:
     "Run `fn(*args, **kwargs)`: (its result, the peak bytes of CPU tensors it had alive at once)."
     from torch.profiler import ProfilerActivity, profile
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        out = fn(*args, **kwargs)
-    events = [e for e in prof.profiler.kineto_results.events()
-              if e.name() == "[memory]" and e.device_type().name == "CPU"]
+    with _profiler_quiet():
+        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+            out = fn(*args, **kwargs)
+        events = [e for e in prof.profiler.kineto_results.events()
+                  if e.name() == "[memory]" and e.device_type().name == "CPU"]
     live = peak = 0
     for e in sorted(events, key=lambda e: e.start_ns()):            # allocations count +bytes, frees -bytes
         live += e.nbytes()

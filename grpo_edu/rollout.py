@@ -35,13 +35,13 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/rollout.html.md"""
 __all__ = ['is_conversational', 'prompt_texts', 'encode_prompts', 'completion_mask', 'long_prompts',
            'warn_long_prompts', 'filter_logits', 'sample_token', 'static_engine_unsupported', 'copyable',
            'adapter_state', 'sampling_weights', 'StaticRollout', 'gqa_attention', 'generate', 'release',
-           'rollout_engine', 'pick_engine', 'generate_completions']
+           'rollout_engine', 'pick_engine', 'LogprobRecorder', 'generate_completions']
 
 # %% ../nbs/api/05_rollout.ipynb #a8b7ce0e
 import copy, warnings, weakref
 import torch
 import torch.nn.functional as F
-from transformers import GenerationConfig
+from transformers import GenerationConfig, LogitsProcessor, LogitsProcessorList
 from transformers.generation.logits_process import MinPLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 from .errors import GRPOEduError
 
@@ -481,26 +481,51 @@ def pick_engine(model, engine: str = "auto", repetition_penalty: float = 1.0) ->
 
 # %% ../nbs/api/05_rollout.ipynb #0a27e115
 def _static_completions(model, prompt_ids, prompt_mask, max_new_tokens: int, eos, pad_token_id: int,
-                        compile: bool, release: bool, **sampling) -> torch.Tensor:
-    "(B, K) tokens from the model's StaticRollout; a bigger engine's extra rows sample the last prompt again."
+                        compile: bool, release: bool, **sampling) -> tuple:
+    "(B, K) tokens and their (B, K) log q from the model's StaticRollout (extra rows repeat the last prompt)."
     B, P = prompt_ids.shape
     engine = rollout_engine(model, B, P + max_new_tokens, compile)
     fill = lambda t: torch.cat([t, t[-1:].expand(engine.B - B, -1)])          # (engine.B, P)
     if engine.B > B: prompt_ids, prompt_mask = fill(prompt_ids), fill(prompt_mask)
-    tokens = engine.generate(prompt_ids, prompt_mask, max_new_tokens, eos, pad_token_id, **sampling)[:B]
+    tokens, logq = engine.generate(prompt_ids, prompt_mask, max_new_tokens, eos, pad_token_id,
+                                   with_logprobs=True, **sampling)           # log q: inside the same step
     if release: engine.release()
-    return tokens
+    return tokens[:B], logq[:B]
+
+class LogprobRecorder(LogitsProcessor):
+    "HF's warpers (T, top-k, top-p, min-p) as generate's last processor, keeping log q of each sampled token."
+    def __init__(self, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
+                 min_p: float | None = None):
+        self.settings = (temperature, top_k, top_p, min_p)
+        self.previous = None                     # (B, V) log q of the step before: its token is known now
+        self.picked = []                         # [(B, 1)] log q of each sampled token so far
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        if self.previous is not None: self.picked.append(self.previous.gather(-1, input_ids[:, -1:]))
+        temperature, top_k, top_p, min_p = self.settings
+        scores = filter_logits(scores / temperature, top_k, top_p, min_p)            # (B, V) what q is
+        self.previous = torch.log_softmax(scores.float(), -1)                        # one (B, V) kept, not K
+        return scores
+
+    def logprobs(self, tokens: torch.Tensor) -> torch.Tensor:   # (B, K) sampled tokens -> (B, K) log q
+        "log q of every sampled token, the last one's read from the last step's scores."
+        picked = [*self.picked, self.previous.gather(-1, tokens[:, -1:])][:tokens.size(1)]
+        return torch.cat(picked, 1).nan_to_num(neginf=-1e4)     # rows already ended sample padding at -inf
 
 def _hf_completions(model, prompt_ids, prompt_mask, max_new_tokens: int, eos, pad_token_id: int,
-                    repetition_penalty: float, synced_gpus: bool, do_sample: bool,
-                    **sampling) -> torch.Tensor:
-    "(B, K) tokens from HF generate with the same settings."
+                    repetition_penalty: float, synced_gpus: bool, do_sample: bool, with_logprobs: bool,
+                    **sampling) -> tuple:
+    "(B, K) tokens from HF generate with the same settings, and their (B, K) log q (None unless asked)."
+    recorder = LogprobRecorder(**(sampling if do_sample else {})) if with_logprobs else None
+    warpers = sampling if do_sample and recorder is None else {}            # else the recorder applies them
     config = GenerationConfig(max_new_tokens=max_new_tokens, do_sample=do_sample, pad_token_id=pad_token_id,
                               eos_token_id=eos, bos_token_id=None, repetition_penalty=repetition_penalty,
-                              **(sampling if do_sample else {}))
+                              **(warpers or dict(temperature=1.0, top_k=0, top_p=1.0)))
     out = model.generate(input_ids=prompt_ids, attention_mask=prompt_mask, generation_config=config,
+                         logits_processor=LogitsProcessorList([recorder] if recorder else []),
                          synced_gpus=synced_gpus)                                  # (B, P + K)
-    return out[:, prompt_ids.size(1):]
+    tokens = out[:, prompt_ids.size(1):]                                           # (B, K)
+    return tokens, recorder.logprobs(tokens) if recorder else None
 
 @torch.no_grad()
 def generate_completions(
@@ -519,7 +544,8 @@ def generate_completions(
     compile: bool = False,           # torch.compile the static engine's decode step
     release: bool = False,           # free the static engine's cache and graphs afterwards (lower peak)
     synced_gpus: bool = False,       # sharded weights on several processes: every process steps until all end
-):                                   # -> (completion_ids (B, K), mask (B, K), truncated (B,))
+    return_logprobs: bool = False,   # also return log q (B, K): the sampler's log-prob of each sampled token
+):                                   # -> (completion_ids (B, K), mask (B, K), truncated (B,)[, log q (B, K)])
     "Sample one completion per row: ids padded to K ≤ max_new_tokens, the EOS mask and the truncation flags."
     eos = model.generation_config.eos_token_id
     if eos is None: eos = tokenizer.eos_token_id
@@ -530,12 +556,15 @@ def generate_completions(
     inner = model.get_base_model() if hasattr(model, "get_base_model") else model   # peft: LoRA layers inside
     try:
         if pick_engine(inner, engine, repetition_penalty) == "static":
-            completion_ids = _static_completions(inner, prompt_ids, prompt_mask, max_new_tokens, eos, pad,
-                                                 compile, release, **sampling)                  # (B, K)
+            completion_ids, logq = _static_completions(inner, prompt_ids, prompt_mask, max_new_tokens, eos,
+                                                       pad, compile, release, **sampling)       # (B, K) ×2
         else:
-            completion_ids = _hf_completions(model, prompt_ids, prompt_mask, max_new_tokens, eos, pad,
-                                             repetition_penalty, synced_gpus, **sampling)       # (B, K)
+            completion_ids, logq = _hf_completions(model, prompt_ids, prompt_mask, max_new_tokens, eos, pad,
+                                                   repetition_penalty, synced_gpus,
+                                                   with_logprobs=return_logprobs, **sampling)   # (B, K) ×2
     finally:
         model.train(was_training)
     mask, truncated = completion_mask(completion_ids, eos)
-    return completion_ids * mask + pad * (1 - mask), mask, truncated
+    completion_ids = completion_ids * mask + pad * (1 - mask)
+    if not return_logprobs: return completion_ids, mask, truncated
+    return completion_ids, mask, truncated, logq.float() * mask          # log q after EOS: 0, as padding

@@ -14,7 +14,7 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/toy.html.md"""
 
 # %% auto #0
 __all__ = ['TOY_CHARS', 'toy_tokenizer', 'toy_model', 'addition_dataset', 'sft_warm_start', 'toy_cache_dir',
-           'warm_start_key', 'cached_warm_start', 'toy_policy', 'check_toy_options']
+           'warm_start_key', 'cached_warm_start', 'weights_sha256', 'toy_policy', 'check_toy_options']
 
 # %% ../nbs/api/03_toy.ipynb #a7c3e9d1
 import hashlib, inspect, json, os, random, warnings
@@ -190,11 +190,21 @@ def cached_warm_start(
     _keep(model, losses, folder, path)
     return losses, None
 
+def weights_sha256(state_dict: dict) -> str:
+    "A sha256 of a state dict's names and bytes: kept with a warm start, since torch.load checks no checksum."
+    digest = hashlib.sha256()
+    for name, t in state_dict.items():
+        digest.update(name.encode())
+        digest.update(t.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
+
 def _load_kept(model, path: Path) -> list | None:
     "A kept warm start's losses, its weights loaded into `model`; None (the start restored) if unreadable."
     start = {k: v.clone() for k, v in model.state_dict().items()}
     try:
         saved = torch.load(path, weights_only=True)
+        if "sha256" in saved and weights_sha256(saved["state_dict"]) != saved["sha256"]:   # a flipped bit
+            raise ValueError("its weights differ from those kept (the sha256 kept with them does not match)")
         model.load_state_dict(saved["state_dict"])
         model.eval()
         return list(saved["losses"])
@@ -209,7 +219,8 @@ def _keep(model, losses: list, folder: Path, path: Path) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        torch.save({"state_dict": model.state_dict(), "losses": losses}, tmp)
+        weights = model.state_dict()
+        torch.save({"state_dict": weights, "losses": losses, "sha256": weights_sha256(weights)}, tmp)
         os.replace(tmp, path)                                     # atomic: readers see no file or a whole one
     except (OSError, RuntimeError) as e:                          # RuntimeError: torch's writer (a full disk)
         if tmp.exists(): tmp.unlink()

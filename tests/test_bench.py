@@ -81,3 +81,25 @@ def test_planner_column_uses_the_runs_config_and_longest_prompt(shared, tmp_path
     got = planner_gib(mdir, ds, args)
     assert got == round(estimate_memory(mdir, **{**asdict(args), "max_prompt_length": width})["total"], 2)
     assert got < estimate_memory(mdir, **asdict(args))["total"]             # the 512 cap would overestimate
+
+
+def test_the_correction_is_priced_when_it_is_on(shared, tmp_path, monkeypatch):
+    "Where grpo_edu's run corrected its sampler (a bf16 rollout on a GPU), the same run without it prices the correction."
+    import grpo_edu.bench as b
+    calls = []
+    def fake_ours(*a, **kw):
+        calls.append(kw)
+        on = kw.get("vllm_importance_sampling_correction") is not False
+        return {"step_s": [3.0 if on else 2.5], "peak_gib": None, "mean_length": [8], "phases": {"rollout": 1.0},
+                "sampling": {"sampling/importance_sampling_ratio/mean": 0.98} if on else {}}
+    monkeypatch.setattr(b, "random_model_dir", lambda *a, **kw: "unused")
+    monkeypatch.setattr(b, "bench_ours", fake_ours)
+    monkeypatch.setattr(b, "planner_gib", lambda *a, **kw: 1.4)
+    monkeypatch.setattr(b, "generate_tok_s", lambda *a, **kw: 1000.0)
+    monkeypatch.setattr(b, "sampler_vs_trainer", lambda *a, **kw: {})
+    b.run_bench(("0.5b",), str(shared), out_dir=str(tmp_path), trl=False, before=False, compiled=False)
+    [f] = tmp_path.glob("*.json")
+    row = json.loads(f.read_text())["results"][0]
+    assert row["ours_sampling"] == {"sampling/importance_sampling_ratio/mean": 0.98}
+    assert (row["ours_step_s"], row["ours_uncorrected_step_s"]) == (3.0, 2.5)
+    assert [c.get("vllm_importance_sampling_correction") for c in calls] == [None, False]

@@ -1,7 +1,8 @@
 """The README's main command: `grpo-edu train` with no arguments learns (held-out greedy accuracy +25 points).
 
-CI runs a shortened default run (600 GRPO steps, ~1 minute on 2 cores); the full 3,000-step run is marked slow
-(`pytest --runslow`), as its figures are quoted in the README and kept in the training notebook."""
+Here a shortened default run (600 GRPO steps, ~1 minute on 2 cores), and the check that evaluating during a run
+changes nothing else; the full 3,000-step run is the index's `#| slow` cell (the README's `nbdev-test --flags slow`
+runs it and asserts its gain), and `pytest --runslow` runs it through the command line too."""
 import json
 import pytest
 from conftest import run_cli
@@ -39,3 +40,23 @@ def test_short_default_run_learns(tmp_path):
     assert last > first, (first, last)
     assert {"reward.png", "accuracy.png"} <= {p.split("/")[-1] for p in s["plots"]}
     assert "held-out greedy accuracy" in r.stdout and "plots:" in r.stdout
+
+
+def test_evaluations_leave_the_run_unchanged(tmp_path):
+    """A held-out evaluation every few steps (`--eval_steps`) changes nothing else: greedy decoding draws no random
+    numbers, so the run logs the same rewards, losses and KL as without it. The index's figure relies on this: it is
+    `grpo-edu train`'s run with an evaluation every 100 steps added."""
+    common = ("train", "--max_steps", "30", "--save_steps", "0")
+    for folder, extra in (("plain", ()), ("evaluated", ("--eval_steps", "10"))):
+        r = run_cli(*common, *extra, "--output_dir", folder, cwd=tmp_path, timeout=900)
+        assert r.returncode == 0, r.stderr[-3000:]
+    (plain, plain_rows), (evaluated, evaluated_rows) = (summary_and_rows(tmp_path / f)
+                                                        for f in ("plain", "evaluated"))
+    timing = lambda key: key.startswith(("time/", "eval_")) or key in ("step_time", "wall_s")
+    same = lambda row: {k: v for k, v in row.items() if not timing(k)}
+    assert any("eval_accuracy" in row for row in evaluated_rows)          # it did evaluate
+    assert not any("eval_accuracy" in row for row in plain_rows)
+    assert len(plain_rows) == len(evaluated_rows) == 3
+    assert {"reward", "loss"} <= set(same(plain_rows[0]))
+    assert [same(row) for row in plain_rows] == [same(row) for row in evaluated_rows]
+    assert plain["eval_before"] == evaluated["eval_before"] and plain["eval_after"] == evaluated["eval_after"]

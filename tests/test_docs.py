@@ -3,8 +3,8 @@ HTML by nbconvert with a local MathJax (Debian's libjs-mathjax), then loaded in 
 options Quarto reads are applied as Quarto would (`#| echo: false` and `#| code-fold: true` hide the code,
 `#| output: false` the outputs). Asserts: equations typeset, no raw `$$`, plots present as images and no
 wider than the window, display equations within the text column, no page wider than the window, no cell
-shows an error. Screenshots of the first two screens of the index and chapters 01-03 go to
-test-artifacts/."""
+shows an error. Screenshots of the first screens of the index and chapters 01, 02, 03, 06 and 09 go to
+test-artifacts/, with the overview figure of 09's toy run as a reader sees it at 800 px wide."""
 import re, shutil, subprocess, sys
 from pathlib import Path
 import pytest
@@ -13,8 +13,9 @@ ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 MATHJAX = Path("/usr/share/javascript/mathjax/MathJax.js")
 ARTIFACTS = ROOT / "test-artifacts"
-WIDTH, HEIGHT = 1100, 1400                       # the window; a screenshot is its first two screens
-SCREENSHOTS = ("index.ipynb", "01_objective.ipynb", "02_zero_loss.ipynb", "03_kl.ipynb")
+WIDTH, HEIGHT = 1100, 1400                       # the window; a screenshot is its first few screens
+SCREENSHOTS = {"index.ipynb": 2, "01_objective.ipynb": 2, "02_zero_loss.ipynb": 2, "03_kl.ipynb": 2,
+               "06_naive_loop.ipynb": 2, "09_training.ipynb": 4}        # page: how many screens
 _CELL_KEYS = {"code": {"id", "cell_type", "metadata", "source", "outputs", "execution_count"},
               "markdown": {"id", "cell_type", "metadata", "source", "attachments"},
               "raw": {"id", "cell_type", "metadata", "source", "attachments"}}
@@ -180,10 +181,28 @@ def test_pages_typeset_math_show_plots_and_no_errors(site, browser):
         if found := page_problems(page, info): problems[name] = found
         if name in SCREENSHOTS:
             page.screenshot(path=str(ARTIFACTS / name.replace(".ipynb", ".png")), full_page=True,
-                            clip={"x": 0, "y": 0, "width": WIDTH, "height": 2 * HEIGHT})
+                            clip={"x": 0, "y": 0, "width": WIDTH, "height": SCREENSHOTS[name] * HEIGHT})
         page.close()
     for name in SCREENSHOTS: assert (ARTIFACTS / name.replace(".ipynb", ".png")).exists(), name
     assert not problems, "\n".join(f"{name}: {'; '.join(found)}" for name, found in problems.items())
+
+
+def test_run_overview_is_readable_at_800_px(browser):
+    "The overview a toy run writes (09 shows it), drawn 800 px wide as a reader may see it: a screenshot."
+    import base64, json, struct
+    nb = json.loads((ROOT / "nbs" / "09_training.ipynb").read_text())
+    shown = [o["data"]["image/png"] for c in nb["cells"] if "overview.png" in "".join(c["source"])
+             for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
+    assert shown, "09 shows no overview figure in its saved outputs"
+    png = "".join(shown[0]) if isinstance(shown[0], list) else shown[0]
+    width = struct.unpack(">I", base64.b64decode(png)[16:20])[0]
+    assert width >= 800, width                                   # drawn at least as wide as it is shown
+    page = browser.new_page(viewport={"width": 820, "height": 1200})
+    page.set_content(f'<img src="data:image/png;base64,{png}" style="width: 800px">')
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "run-overview-800px.png"), full_page=True)
+    page.close()
+    assert (ARTIFACTS / "run-overview-800px.png").exists()
 
 
 def test_every_exported_function_has_a_docstring_and_doc_entry(site):

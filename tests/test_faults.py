@@ -3,7 +3,7 @@ import json, os, re, signal, subprocess, sys, textwrap, time, warnings
 from pathlib import Path
 import pytest
 from conftest import cli, run_cli
-from grpo_edu.checkpoint import latest_checkpoint, load_trainer_state
+from grpo_edu.checkpoint import latest_checkpoint, load_trainer_state, write_manifest
 
 SMALL = ["--max_steps", "6", "--toy_warm_start_steps", "200", "--per_device_train_batch_size", "32", "--eval_dataset", "none",
          "--logging_steps", "1", "--learning_rate", "1e-3", "--lr_scheduler_type", "linear", "--seed", "3"]
@@ -166,6 +166,7 @@ def test_resume_from_another_models_checkpoint_is_clear(uninterrupted, tmp_path)
     ck = tmp_path / "checkpoint-3"; shutil.copytree(uninterrupted / "checkpoint-3", ck)
     sd = load_file(str(ck / "model.safetensors"))
     save_file({k: v for k, v in sd.items() if ".layers.1." not in k}, str(ck / "model.safetensors"), metadata={"format": "pt"})
+    write_manifest(ck)                                       # sealed, as that other model's own checkpoint would be
     r = cli("train", *SMALL, "--output_dir", tmp_path / "run", "--resume_from_checkpoint", ck)
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-2000:]
     assert "its weights are not this model's" in r.stderr and "tensors missing, e.g. model.layers.1." in r.stderr
@@ -178,6 +179,7 @@ def test_resume_with_another_optimizer_is_clear(uninterrupted, tmp_path):
     st = load_trainer_state(ck)
     assert st["optim"] == "adamw_torch"
     torch.save({**st, "optim": "adamw_8bit"}, ck / "trainer_state.pt")       # as an 8-bit run would have saved it
+    write_manifest(ck)                                                       # and sealed it
     r = cli("train", *SMALL, "--output_dir", tmp_path / "run", "--resume_from_checkpoint", ck)
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-2000:]
     assert "holds the state of optim=adamw_8bit, and this run uses optim=adamw_torch" in r.stderr

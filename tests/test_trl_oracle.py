@@ -451,5 +451,65 @@ def test_every_trl_grpo_field_is_ours_or_explained():
         "use_cpu",                                           # False in both: set above only so that TRL's config builds here
         "gradient_checkpointing",                            # off for the tiny default model; the 4090 recipes turn it on
         "optim",                                             # adamw_torch (TRL: the fused CUDA kernel of the same AdamW)
+        "vllm_importance_sampling_correction",               # None: on where the sampler differs from π_θ (TRL: True, vLLM only)
         "eval_steps", "logging_steps", "num_train_epochs", "save_steps", "save_total_limit", "output_dir",
     }, differ                                                # (the run's bookkeeping: see GRPOConfig)
+
+
+IS_CASES = [(mode, lt, extra) for mode in ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
+            for lt in ("grpo", "dapo")  for extra in ({}, {"vllm_importance_sampling_clip_min": 0.5})]
+IS_CASES += [("token_mask", "vespo", {}), ("token_truncate", "vespo", {"vllm_importance_sampling_clip_min": 0.5}),
+             ("sequence_mask", "dapo", {"off_policy_mask_threshold": 0.05}), ("token_truncate", "cispo", {"epsilon_high": 5.0}),
+             ("sequence_truncate", "grpo", {"importance_sampling_level": "sequence", "beta": 0.04})]
+
+
+@pytest.mark.parametrize("mode,loss_type,extra", IS_CASES, ids=[f"{m}-{l}-{'-'.join(e)}" for m, l, e in IS_CASES])
+def test_sampler_correction_equals_trl(tmp_path, mode, loss_type, extra):
+    "A sampler q ≠ π_old: TRL's importance weights (every mode), its sampling/* metrics, and the corrected loss and gradient."
+    from grpo_edu.loss import SamplerCorrection, importance_sampling_ratio, sampling_metrics
+    kw = {"vllm_importance_sampling_mode": mode, "vllm_importance_sampling_clip_max": 1.5, "loss_type": loss_type, **extra}
+    t = make_trl(tmp_path, reward_funcs=lambda completions, **k: [1.0, 0.0, 0.0, 1.0, 2.0, 0.0, 1.0, 0.5], **kw)
+    model, tok = t.model, t.processing_class
+    pids, pmask, cids, cmask, _, g = _inputs(tok)
+    prompt_lists = [ids[m.bool()].tolist() for ids, m in zip(pids, pmask)]
+    completion_lists = [ids[m.bool()].tolist() for ids, m in zip(cids, cmask)]
+    with torch.no_grad():
+        trainer_logps = per_token_logps(model, torch.cat([pids, cids], 1), torch.cat([pmask, cmask], 1), cids.size(1))
+    logq = (trainer_logps + 0.4 * torch.randn(trainer_logps.shape, generator=g)) * cmask    # a sampler that differs
+    sampled = [row[m.bool()].tolist() for row, m in zip(logq, cmask)]
+    texts = tok.batch_decode(cids, skip_special_tokens=True)
+    t.use_vllm, t.vllm_importance_sampling_correction = True, True                    # TRL's path for a separate sampler
+    t._generate = lambda prompts: (prompt_lists, completion_lists, None, texts, sampled, {}, None, None)
+    model.train()
+    out = t._generate_and_score_completions([{"prompt": f"{i}+{i}="} for i in range(8)])
+    old = out["old_per_token_logps"]
+    ours_ratio = importance_sampling_ratio(old, logq, cmask, mode, extra.get("vllm_importance_sampling_clip_min"), 1.5)
+    torch.testing.assert_close(ours_ratio, out["importance_sampling_ratio"], rtol=1e-6, atol=1e-7)
+    assert ((ours_ratio != 1) & (ours_ratio != 0)).any()                              # weights that are not trivial,
+    assert (ours_ratio == (1.5 if mode.endswith("truncate") else 0.0)).any()          # and the bound binds somewhere
+    theirs = {k: v[-1] for k, v in t._metrics["train"].items() if k.startswith("sampling/")}
+    ours = {k: v.item() for k, v in sampling_metrics(old, logq, ours_ratio, cmask).items()}
+    assert set(ours) == set(theirs)
+    for k in ours: assert ours[k] == pytest.approx(theirs[k], rel=1e-5, abs=1e-7), (k, ours[k], theirs[k])
+    # the corrected loss and every gradient
+    t.current_gradient_accumulation_steps = 1
+    params = [p for p in model.parameters() if p.requires_grad]
+    loss_trl = t._compute_loss(model, out)
+    g_trl = torch.autograd.grad(loss_trl, params)
+    ids, attn = torch.cat([pids, cids], 1), torch.cat([pmask, cmask], 1)
+    logps = per_token_logps(model, ids, attn, cids.size(1))
+    options = LossOptions.from_config(t.args)
+    beta = extra.get("beta", 0.0)
+    ours_loss = grpo_loss(logps, old, out.get("ref_per_token_logps") if beta else None, out["advantages"], cmask, beta=beta,
+                          epsilon=0.2, epsilon_high=extra.get("epsilon_high"), loss_type=loss_type, max_completion_length=6,
+                          options=options, num_items_in_batch=out["num_items_in_batch"],
+                          sampler=SamplerCorrection(ours_ratio, logq))
+    g_ours = torch.autograd.grad(ours_loss, params, retain_graph=True)
+    assert ours_loss.item() == pytest.approx(loss_trl.item(), rel=1e-5, abs=1e-7)
+    for a, b in zip(g_ours, g_trl): torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)
+    assert max(x.abs().max().item() for x in g_trl) > 1e-5
+    plain = grpo_loss(logps, old, out.get("ref_per_token_logps") if beta else None, out["advantages"], cmask, beta=beta,
+                      epsilon_high=extra.get("epsilon_high"), loss_type=loss_type, max_completion_length=6, options=options,
+                      num_items_in_batch=out["num_items_in_batch"])
+    g_plain = torch.autograd.grad(plain, params)
+    assert max((a - b).abs().max().item() for a, b in zip(g_plain, g_trl)) > 1e-6     # the correction changed the step
