@@ -19,7 +19,7 @@ Modules:
 - `grpo_edu.policy`: π_θ, π_ref and the optimizer, and where accelerate put them (DDP, FSDP, DeepSpeed).
 - `grpo_edu.rewards`: Reward functions with TRL's signature: the built-ins, a reward model, and calling yours.
 - `grpo_edu.rollout`: Tokenise prompts, sample completions (static-cache engine or HF generate), mask them.
-- `grpo_edu.tools`: Describe functions to the model, parse and run its tool calls, continue the rollout: the tool mask.
+- `grpo_edu.tools`: Tool calling: schemas, running the model's calls, the multi-turn rollout, the tool mask.
 - `grpo_edu.toy`: A task, tokenizer and tiny model built in code: `grpo-edu train` needs no network, no GPU.
 - `grpo_edu.trainer`: GRPO's loop — prompts, rollout, rewards, advantages, loss, update — one call each."""
 
@@ -33,6 +33,9 @@ import logging as _logging
 # bitsandbytes message stays.
 _cpu_ops_log = _logging.getLogger("bitsandbytes.backends.cpu.ops")
 _cpu_ops_log.addFilter(lambda record: "gemm_4bit_forward" not in record.msg)
+# Where DeepSpeed is installed, accelerate imports it, and on a machine without a GPU it warns that it falls back
+# to the CPU. That is where grpo_edu's CPU runs want it, so that one notice is dropped too.
+_logging.getLogger("DeepSpeed").addFilter(lambda record: "Setting accelerator to CPU" not in str(record.msg))
 
 
 def __getattr__(name):

@@ -2,8 +2,9 @@
 
 A checkpoint holds model, tokenizer, optimizer, scheduler, RNG states and step; with LoRA, the adapters in
 peft's format instead of the model (and the base model beside them when no Hub id or folder names it). It is
-sealed by a manifest (every file's size and sha256) and read back as data only (safetensors, JSON, and torch.load
-with weights_only=True): a damaged checkpoint is named and skipped or refused, and none can run code.
+sealed by a manifest (every file's size and sha256) and read back as data only (safetensors, JSON, and
+torch.load with weights_only=True): a damaged checkpoint is named and skipped or refused, none can run
+code.
 
 Why rename is enough for atomicity: `os.replace` of a directory entry is atomic on POSIX filesystems; a
 process killed while writing leaves only a `.tmp` folder, which `latest_checkpoint` ignores and the next save

@@ -146,8 +146,9 @@ class GRPOConfig:
         "DeepSeek-V3.2: drop Â < 0 completions whose mean log(π_old/π_θ) exceeds this (none: off)"))
     vllm_importance_sampling_correction: bool | None = HfArg(default=None, help=(
         "weigh each completion's surrogate by π_old/q, q what the rollout sampled from (TRL's name; here it "
-        "corrects grpo_edu's own sampler). none: on where q ≠ π_θ by construction (top_k, top_p, min_p, "
-        "repetition_penalty, or a bf16/fp16 rollout), off for plain sampling in fp32"))
+        "corrects grpo_edu's own sampler). none: on where q ≠ π_θ on the same support (a bf16/fp16 rollout, "
+        "repetition_penalty), off for fp32 sampling and for top_k/top_p/min_p alone (no weight restores what "
+        "they cut)"))
     vllm_importance_sampling_mode: str = HfArg(default="sequence_mask", help=(
         "token_truncate | token_mask | sequence_truncate | sequence_mask (TRL's default)"))
     vllm_importance_sampling_clip_max: float | None = HfArg(default=3.0, help=(
@@ -391,8 +392,8 @@ RANGES = {   # field: (the test its value passes, what the message asks for); af
     "vespo_k_neg": (lambda v: v >= 0, "≥ 0 (VESPO's default is 3.0)"),
     "vespo_lambda_pos": (lambda v: v > 0, "> 0 (VESPO's default is 3.0)"),
     "vespo_lambda_neg": (lambda v: v > 0, "> 0 (VESPO's default is 2.0)"),
-    "vllm_importance_sampling_clip_max": (lambda v: v > 0, "> 0 (TRL's default is 3.0), or none for no bound"),
-    "vllm_importance_sampling_clip_min": (lambda v: v >= 0, "≥ 0, or none for no lower bound (TRL's default)"),
+    "vllm_importance_sampling_clip_max": (lambda v: v > 0, "> 0 (TRL's default is 3.0), or none: no bound"),
+    "vllm_importance_sampling_clip_min": (lambda v: v >= 0, "≥ 0, or none: no bound (TRL's default)"),
     "off_policy_mask_threshold": (lambda v: v >= 0, "≥ 0 (DeepSeek-V3.2 suggests values like 0.5), or none "
                                                     "for no mask"),
     "sapo_temperature_pos": (lambda v: v > 0, "> 0 (SAPO's default is 1.0)"),
@@ -498,7 +499,8 @@ def _check_sampler_correction(c) -> None:
     low, high = c.vllm_importance_sampling_clip_min, c.vllm_importance_sampling_clip_max
     if low is not None and high is not None and low >= high:
         _err(f"vllm_importance_sampling_clip_min={low!r} must be below vllm_importance_sampling_clip_max="
-             f"{high!r}: the weights π_old/q are kept (or clipped) inside [C_min, C_max]. Lower the first, or "
+             f"{high!r}: the weights π_old/q are kept (or clipped) inside [C_min, C_max]. Lower the first, "
+             f"or "
              f"set it to none (TRL's default).")
     if c.vllm_importance_sampling_mode.endswith("truncate") and low is None and high is None:
         _err(f"vllm_importance_sampling_mode={c.vllm_importance_sampling_mode} clips the weights π_old/q to "
@@ -593,7 +595,7 @@ def _check_tools(c, tools: list, offline: bool, described: bool = True) -> None:
     "Tools: importable, callable, one name each (load_tools); the toy's tokenizer cannot describe them."
     if not tools: return
     if not offline: load_tools(tools)
-    if described and c.model_name_or_path == "toy":    # the run the config describes (not GRPOTrainer's model)
+    if described and c.model_name_or_path == "toy":       # the config's own run (not the trainer's model)
         _err("tools need a chat template that describes them to the model, and the toy model's tokenizer has "
              "none. Train with tools on an -Instruct model (e.g. Qwen/Qwen2.5-0.5B-Instruct), or drop tools.")
 

@@ -18,9 +18,9 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/loss.html.md"""
 
 # %% auto #0
 __all__ = ['LOSS_TYPES', 'CLIPPED_LOSS_TYPES', 'IMPORTANCE_SAMPLING_LEVELS', 'IS_CORRECTION_MODES',
-           'LossOptions', 'clipped_surrogate', 'cispo_surrogate', 'sapo_surrogate', 'vespo_surrogate',
-           'per_token_loss', 'aggregate_loss', 'grpo_loss', 'grpo_loss_metrics', 'vespo_weights',
-           'off_policy_mask', 'SamplerCorrection', 'importance_sampling_ratio', 'sampling_metrics',
+           'LossOptions', 'SamplerCorrection', 'clipped_surrogate', 'cispo_surrogate', 'sapo_surrogate',
+           'vespo_surrogate', 'per_token_loss', 'aggregate_loss', 'grpo_loss', 'grpo_loss_metrics',
+           'vespo_weights', 'off_policy_mask', 'importance_sampling_ratio', 'sampling_metrics',
            'high_entropy_mask', 'accumulation_divisor', 'entropy_bonus', 'adapt_entropy_coef',
            'EntropyControl']
 
@@ -54,6 +54,24 @@ class LossOptions:
     def from_config(cls, config) -> "LossOptions":
         "The options a config object (grpo_edu's or TRL's GRPOConfig) holds under these names."
         return cls(**{f.name: getattr(config, f.name) for f in fields(cls) if hasattr(config, f.name)})
+
+# %% ../nbs/api/00_loss.ipynb #9c1d0a02
+IS_CORRECTION_MODES = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")   # TRL's
+
+@dataclass
+class SamplerCorrection:
+    "What the loss needs of a sampler q ≠ π_old: the importance weights and the sampler's own log q."
+    ratio: torch.Tensor   # (B, T) token modes, (B, 1) sequence modes: π_old / q, truncated or masked
+    logps: torch.Tensor   # (B, T) log q of each sampled token (the off-policy mask reads it)
+
+    def rows(self, index) -> "SamplerCorrection":
+        "The correction of some rows (a micro-batch's)."
+        return SamplerCorrection(self.ratio[index], self.logps[index])
+
+    def cut(self, k: int) -> "SamplerCorrection":
+        "The first k completion columns (a sequence mode's (B, 1) weight stays whole)."
+        ratio = self.ratio if self.ratio.size(1) == 1 else self.ratio[:, :k]
+        return SamplerCorrection(ratio, self.logps[:, :k])
 
 # %% ../nbs/api/00_loss.ipynb #3d8f1b64
 def clipped_surrogate(
@@ -115,7 +133,7 @@ def per_token_loss(
     loss_type: str = "grpo",            # the surrogate: hard clip (CLIPPED_LOSS_TYPES), cispo, sapo or vespo
     options: LossOptions | None = None, # TRL's variations (None: LossOptions(), i.e. GRPO)
     entropy_mask: torch.Tensor | None = None,  # (B, T) bool: the tokens the surrogate trains on (None: all)
-    sampler: "SamplerCorrection | None" = None,  # a sampler q ≠ π_old: its correction (None: q = π_old)
+    sampler: SamplerCorrection | None = None,  # a sampler q ≠ π_old: its correction (None: q = π_old)
 ):
     "Per-token surrogate loss + β·k3, plus the k3 KL and the ratio ρ (for metrics)."
     o = options or LossOptions()
@@ -203,7 +221,7 @@ def grpo_loss(
     num_items_in_batch: float | None = None,   # for dapo, cispo, vespo: completion tokens in the whole batch
     options: LossOptions | None = None,        # TRL's variations (None: GRPO)
     entropy_mask: torch.Tensor | None = None,  # (B, T) bool: the tokens the surrogate trains on (None: all)
-    sampler: "SamplerCorrection | None" = None,  # a sampler q ≠ π_old: its correction (None: none needed)
+    sampler: SamplerCorrection | None = None,  # a sampler q ≠ π_old: its correction (None: none needed)
 ) -> torch.Tensor:                             # scalar loss to minimise
     "The GRPO loss: clipped surrogate + β·k3, aggregated by `loss_type`; equals TRL 1.16's `_compute_loss`."
     loss, _, _ = per_token_loss(logps, old_logps, ref_logps, advantages, mask, beta, epsilon, epsilon_high,
@@ -223,7 +241,7 @@ def grpo_loss_metrics(
     epsilon_high: float | None = None,
     loss_type: str = "grpo",
     options: LossOptions | None = None,
-    sampler: "SamplerCorrection | None" = None,
+    sampler: SamplerCorrection | None = None,
 ) -> dict:                              # TRL's metric names -> (sum, count) over masked tokens
     "Sums and counts for TRL's metrics `kl`, `clip_ratio/*`, `cispo_clip_ratio`, `vespo/phi_seq_mean`."
     o = options or LossOptions()
@@ -286,24 +304,6 @@ def off_policy_mask(
     log_gap = (old_logps - logps.detach()).nan_to_num(nan=0.0) * m                              # (B, T)
     mean_gap = log_gap.sum(-1, keepdim=True) / m.sum(-1, keepdim=True).clamp(min=1.0)           # (B, 1)
     return ((advantages >= 0) | (mean_gap <= threshold)).to(m.dtype)
-
-# %% ../nbs/api/00_loss.ipynb #9c1d0a02
-IS_CORRECTION_MODES = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")   # TRL's
-
-@dataclass
-class SamplerCorrection:
-    "What the loss needs of a sampler q ≠ π_old: the importance weights and the sampler's own log q."
-    ratio: torch.Tensor   # (B, T) token modes, (B, 1) sequence modes: π_old / q, truncated or masked
-    logps: torch.Tensor   # (B, T) log q of each sampled token (the off-policy mask reads it)
-
-    def rows(self, index) -> "SamplerCorrection":
-        "The correction of some rows (a micro-batch's)."
-        return SamplerCorrection(self.ratio[index], self.logps[index])
-
-    def cut(self, k: int) -> "SamplerCorrection":
-        "The first k completion columns (a sequence mode's (B, 1) weight stays whole)."
-        ratio = self.ratio if self.ratio.size(1) == 1 else self.ratio[:, :k]
-        return SamplerCorrection(ratio, self.logps[:, :k])
 
 # %% ../nbs/api/00_loss.ipynb #9c1d0a03
 @torch.no_grad()

@@ -1,4 +1,4 @@
-r"""Describe functions to the model, parse and run its tool calls, continue the rollout: the tool mask.
+r"""Tool calling: schemas, running the model's calls, the multi-turn rollout, the tool mask.
 
 Why each choice is safe:
 

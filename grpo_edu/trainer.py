@@ -141,12 +141,9 @@ def sampler_differs(
     args: GRPOConfig,
     mixed_precision: str,        # accelerate's: "bf16", "fp16" or "no"
     param_dtype: torch.dtype,    # the policy's weights
-) -> str | None:                 # why the rollout's q is not π_θ by construction, or None
-    "What makes the rollout sample from q ≠ π_θ by construction: a filter, a penalty, or half precision."
-    if args.top_k: return f"top_k={args.top_k} truncates the distribution"
-    if args.top_p < 1: return f"top_p={args.top_p} truncates the distribution"
-    if args.min_p: return f"min_p={args.min_p} truncates the distribution"
-    if args.repetition_penalty != 1: return f"repetition_penalty={args.repetition_penalty} reshapes it"
+) -> str | None:                 # why q differs from π_θ where weights can correct it, or None
+    "What makes the rollout's q differ from π_θ on the same support: a repetition penalty, or half precision."
+    if args.repetition_penalty != 1: return f"repetition_penalty={args.repetition_penalty} reshapes q"
     if mixed_precision in ("bf16", "fp16") or param_dtype in (torch.bfloat16, torch.float16):
         return "the rollout runs in half precision, with other kernels than the update's"
     return None
@@ -209,7 +206,8 @@ def _rollout(self: GRPOTrainer, rows: list[dict]) -> tuple:
     if self.tools:                                     # the tools' schemas are shown in the prompt
         ids, mask = encode_tool_prompts(self.tokenizer, prompts, self.tools, args.max_prompt_length,
                                         args.chat_template_kwargs)
-    else: ids, mask = encode_prompts(self.tokenizer, prompts, args.max_prompt_length, args.chat_template_kwargs)
+    else:
+        ids, mask = encode_prompts(self.tokenizer, prompts, args.max_prompt_length, args.chat_template_kwargs)
     ids, mask = ids.repeat_interleave(G, 0).to(device), mask.repeat_interleave(G, 0).to(device)   # (N, P)
     sampling = dict(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k, min_p=args.min_p,
                     repetition_penalty=args.repetition_penalty, engine=self.rollout_engine,
