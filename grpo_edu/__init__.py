@@ -33,8 +33,8 @@ import logging as _logging
 # bitsandbytes message stays.
 _cpu_ops_log = _logging.getLogger("bitsandbytes.backends.cpu.ops")
 _cpu_ops_log.addFilter(lambda record: "gemm_4bit_forward" not in record.msg)
-# Where DeepSpeed is installed, accelerate imports it, and on a machine without a GPU it warns that it falls back
-# to the CPU. That is where grpo_edu's CPU runs want it, so that one notice is dropped too.
+# Where DeepSpeed is installed, accelerate imports it, and on a machine without a GPU it warns that it falls
+# back to the CPU. That is where grpo_edu's CPU runs want it, so that one notice is dropped too.
 _logging.getLogger("DeepSpeed").addFilter(lambda record: "Setting accelerator to CPU" not in str(record.msg))
 
 

@@ -273,7 +273,7 @@ def _policy_batch(self: GRPOTrainer, prompt_ids, prompt_mask, completion_ids, co
                 old_logps=None, ref_logps=None, sampler=None)
 GRPOTrainer._policy_batch = _policy_batch
 
-def _old_and_ref_logps(self: GRPOTrainer, batch: dict, logq: torch.Tensor | None) -> dict:
+def _old_and_ref_logps(self: GRPOTrainer, batch: dict, logq: torch.Tensor | None = None) -> dict:
     "log π_old (π_θ moves, or a sampler to correct), log π_ref (beta > 0); the correction and its metrics."
     args = self.args
     logps = lambda model: per_token_logps(model, batch["input_ids"], batch["attention_mask"], batch["K"],
