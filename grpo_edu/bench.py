@@ -172,7 +172,7 @@ def bench_ours(model_dir: str, dataset, steps: int = 3, max_completion_length: i
     trainer.train()
     rows = [json.loads(line) for line in (Path(args.output_dir) / "metrics.jsonl").open()][1:]
     phases = {p.split("/")[1]: round(sum(r[p] for r in rows) / len(rows), 3) for p in PHASES}
-    sampling = sorted({k for r in rows for k in r if k.startswith("sampling/")})   # the correction's, if on
+    sampling = sorted({k for r in rows for k in r if k.startswith("sampling/")})   # if corrected
     out = {"step_s": [round(r["step_time"], 3) for r in rows], "peak_gib": _peak_gib(),
            "mean_length": [r["completions/mean_length"] for r in rows], "phases": phases,
            "sampling": {k: round(sum(r[k] for r in rows) / len(rows), 4) for k in sampling}}
@@ -300,10 +300,11 @@ def _bench_shape(rec: dict, shape: str, data_dir: str, dataset, prompts: list, o
     save(rollout_tok_s=round(generate_tok_s(model_dir, prompts, new_tokens, 64, "static")))
     save(hf_generate_tok_s=round(generate_tok_s(model_dir, prompts, new_tokens, 64, "hf")))
     save(sampler_vs_trainer=sampler_vs_trainer(model_dir, prompts, new_tokens, 64))
-    if ours.get("sampling"):       # the correction was on: the same run without it prices it per step
+    if ours.get("sampling"):       # corrected: the same run without it prices the correction
         plain = bench_ours(model_dir, dataset, *shape_args,
                            **{**ours_overrides, "vllm_importance_sampling_correction": False})
-        save(ours_uncorrected_step_s=_mean(plain["step_s"]), ours_uncorrected_phases_s=plain["phases"])
+        save(ours_uncorrected_step_s=_mean(plain["step_s"]),
+             ours_uncorrected_phases_s=plain["phases"])
     if before:
         old = bench_ours(model_dir, dataset, *shape_args, **BEFORE)
         save(ours_before_step_s=_mean(old["step_s"]), ours_before_phases_s=old["phases"],

@@ -56,12 +56,13 @@ class LossOptions:
         return cls(**{f.name: getattr(config, f.name) for f in fields(cls) if hasattr(config, f.name)})
 
 # %% ../nbs/api/00_loss.ipynb #9c1d0a02
-IS_CORRECTION_MODES = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")   # TRL's
+# TRL's importance-sampling correction modes
+IS_CORRECTION_MODES = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
 
 @dataclass
 class SamplerCorrection:
-    "What the loss needs of a sampler q ≠ π_old: the importance weights and the sampler's own log q."
-    ratio: torch.Tensor   # (B, T) token modes, (B, 1) sequence modes: π_old / q, truncated or masked
+    "What the loss needs of a sampler q ≠ π_old: the importance weights and its own log q."
+    ratio: torch.Tensor   # (B, T) token modes, (B, 1) sequence modes: π_old / q
     logps: torch.Tensor   # (B, T) log q of each sampled token (the off-policy mask reads it)
 
     def rows(self, index) -> "SamplerCorrection":
@@ -112,7 +113,7 @@ def vespo_surrogate(
     logps: torch.Tensor,            # (B, T) log π_θ, with grad
     mask: torch.Tensor,             # (B, T) completion mask
     options: "LossOptions",         # its vespo_* fields
-    sampling_ratio: torch.Tensor | None = None,   # (B, T) π_old / q (SamplerCorrection.ratio), or None
+    sampling_ratio: torch.Tensor | None = None,   # (B, T) π_old / q (SamplerCorrection.ratio)
 ) -> torch.Tensor:
     "VESPO: −sg(φ(w))·Â·log π, φ a smooth weight of the sequence ratio w = Π_t ρ_t (`vespo_weights`)."
     o = options
@@ -133,7 +134,7 @@ def per_token_loss(
     loss_type: str = "grpo",            # the surrogate: hard clip (CLIPPED_LOSS_TYPES), cispo, sapo or vespo
     options: LossOptions | None = None, # TRL's variations (None: LossOptions(), i.e. GRPO)
     entropy_mask: torch.Tensor | None = None,  # (B, T) bool: the tokens the surrogate trains on (None: all)
-    sampler: SamplerCorrection | None = None,  # a sampler q ≠ π_old: its correction (None: q = π_old)
+    sampler: SamplerCorrection | None = None,  # a sampler q ≠ π_old: its correction
 ):
     "Per-token surrogate loss + β·k3, plus the k3 KL and the ratio ρ (for metrics)."
     o = options or LossOptions()
@@ -154,15 +155,18 @@ def per_token_loss(
     elif loss_type == "sapo":
         loss = sapo_surrogate(ratio, adv, o.sapo_temperature_pos, o.sapo_temperature_neg)
     elif loss_type == "vespo":
-        loss = vespo_surrogate(token_log_ratio, adv, logps, mask, o, sampler.ratio if sampler else None)
+        weights = sampler.ratio if sampler else None
+        loss = vespo_surrogate(token_log_ratio, adv, logps, mask, o, weights)
     else:
         loss = clipped_surrogate(ratio, adv, epsilon, hi, o.delta)
         if o.delta is not None: ratio = torch.clamp(ratio, max=o.delta)  # TRL's clip metrics see the capped ρ
     if o.off_policy_mask_threshold is not None:                            # drop Â < 0 sequences π_θ has left
-        sampled_from = old if sampler is None else sampler.logps        # the sampler's own log q, if known
-        loss = loss * off_policy_mask(adv, logps, sampled_from, mask, o.off_policy_mask_threshold)   # (B, 1)
+        sampled_from = old if sampler is None else sampler.logps     # log q, if known
+        keep = off_policy_mask(adv, logps, sampled_from, mask, o.off_policy_mask_threshold)  # (B, 1)
+        loss = loss * keep
     if entropy_mask is not None: loss = loss * entropy_mask                # the KL still acts on every token
-    if sampler is not None and loss_type != "vespo": loss = loss * sampler.ratio   # π_old / q (vespo: in φ)
+    if sampler is not None and loss_type != "vespo":
+        loss = loss * sampler.ratio                              # π_old / q (vespo: in φ)
     if kl is not None: loss = loss + beta * kl
     return loss, kl, ratio
 
@@ -221,7 +225,7 @@ def grpo_loss(
     num_items_in_batch: float | None = None,   # for dapo, cispo, vespo: completion tokens in the whole batch
     options: LossOptions | None = None,        # TRL's variations (None: GRPO)
     entropy_mask: torch.Tensor | None = None,  # (B, T) bool: the tokens the surrogate trains on (None: all)
-    sampler: SamplerCorrection | None = None,  # a sampler q ≠ π_old: its correction (None: none needed)
+    sampler: SamplerCorrection | None = None,  # a sampler q ≠ π_old: its correction
 ) -> torch.Tensor:                             # scalar loss to minimise
     "The GRPO loss: clipped surrogate + β·k3, aggregated by `loss_type`; equals TRL 1.16's `_compute_loss`."
     loss, _, _ = per_token_loss(logps, old_logps, ref_logps, advantages, mask, beta, epsilon, epsilon_high,
@@ -276,12 +280,12 @@ def vespo_weights(
     advantages: torch.Tensor,  # (B, 1) one advantage per completion
     k_pos: float = 2.0, lambda_pos: float = 3.0,   # the Gamma weight's power and decay where A ≥ 0
     k_neg: float = 3.0, lambda_neg: float = 2.0,   # ... where A < 0
-    sampling_ratio: torch.Tensor | None = None,    # (B, T) π_old / q per token (a sampler ≠ π_old), or None
+    sampling_ratio: torch.Tensor | None = None,    # (B, T) π_old / q per token, or None
 ) -> torch.Tensor:             # (B, 1) φ(w), no gradient
     "VESPO's weight φ(w) = e^λ·w^k·e^(−λw) of the sequence ratio w = Π_t ρ_t (φ(1) = 1), in log space as TRL."
     m = mask.to(log_ratio.dtype)
     log_w = (log_ratio.clamp(-20.0, 20.0) * m).sum(-1, keepdim=True)                  # (B, 1)  log w
-    if sampling_ratio is not None:                              # w = Π π_θ/π_old · Π π_old/q = Π π_θ/q
+    if sampling_ratio is not None:                # w = Π π_θ/π_old · Π π_old/q = Π π_θ/q
         log_w = log_w + sampling_ratio.log().clamp(math.log(1e-8), 20.0).sum(-1, keepdim=True)
     log_w = log_w.clamp(math.log(1e-8), 20.0)
     nonneg = advantages >= 0
@@ -308,21 +312,23 @@ def off_policy_mask(
 # %% ../nbs/api/00_loss.ipynb #9c1d0a03
 @torch.no_grad()
 def importance_sampling_ratio(
-    old_logps: torch.Tensor,         # (B, T) log π_old of the sampled tokens (the trainer's forward)
+    old_logps: torch.Tensor,         # (B, T) log π_old of the sampled tokens (the trainer's)
     sampling_logps: torch.Tensor,    # (B, T) log q of the same tokens (the sampler's own)
     mask: torch.Tensor,              # (B, T) the tokens that count
     mode: str = "sequence_mask",     # one of IS_CORRECTION_MODES
     clip_min: float | None = None,   # C_min (None: no lower bound)
     clip_max: float | None = 3.0,    # C_max (None: no upper bound)
 ) -> torch.Tensor:                   # (B, T) token modes, (B, 1) sequence modes
-    "TRL's weight π_old/q per token, or Π_t over a completion, clipped to [C_min, C_max] or masked outside."
+    "TRL's weight π_old/q per token or Π_t per completion, clipped to [C_min, C_max] or masked."
     if mode not in IS_CORRECTION_MODES:
         raise ValueError(f"mode={mode!r} is not one of {IS_CORRECTION_MODES}.")
-    log_gap = ((old_logps - sampling_logps) * mask).nan_to_num(nan=0.0)       # (B, T) log π_old/q; pads: 0
-    if mode.startswith("sequence"): log_gap = log_gap.sum(-1, keepdim=True)   # (B, 1) log Π_t π_old/q
+    log_gap = ((old_logps - sampling_logps) * mask).nan_to_num(nan=0.0)    # (B, T) log π_old/q
+    if mode.startswith("sequence"):
+        log_gap = log_gap.sum(-1, keepdim=True)                   # (B, 1) log Π_t π_old/q
     ratio = log_gap.exp()
     if mode.endswith("truncate"):
-        return ratio if clip_min is None and clip_max is None else ratio.clamp(min=clip_min, max=clip_max)
+        if clip_min is None and clip_max is None: return ratio
+        return ratio.clamp(min=clip_min, max=clip_max)
     low = -math.inf if clip_min is None else clip_min
     high = math.inf if clip_max is None else clip_max
     return ratio.masked_fill((ratio < low) | (ratio > high), 0.0)
@@ -334,8 +340,8 @@ def sampling_metrics(
     sampling_logps: torch.Tensor,  # (B, T) log q
     ratio: torch.Tensor,           # (B, T) or (B, 1) importance_sampling_ratio's weights
     mask: torch.Tensor,            # (B, T) the tokens that count
-) -> dict:                         # TRL's names -> a 0-d tensor, this process's (the trainer reduces them)
-    "TRL's sampling/* metrics: |log π_old − log q| mean and max, the weights' min, mean and max."
+) -> dict:                         # TRL's names -> this process's 0-d tensor (the trainer reduces)
+    "TRL's sampling/* metrics: |log π_old − log q| mean and max; the weights' min, mean, max."
     keep = mask.bool()
     gap = (old_logps - sampling_logps).abs()[keep]
     gap = gap[~gap.isnan()]
