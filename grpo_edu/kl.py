@@ -1,10 +1,11 @@
-"""Estimating KL(π_θ ‖ π_ref) from sampled tokens, and what the gradient of k3 pushes.
+"""Estimating KL(π_θ ‖ π_ref) from sampled tokens; what k3's gradient pushes.
 
 Why estimating is safe: the exact KL needs both full distributions at every position (two (B, T, V)
-tensors); the estimators need only the two log-probs of the sampled token, which the loss computes anyway.
-k3 is unbiased and never negative, and weighed by the ratio ρ its gradient is that of KL(π_θ ‖ π_ref) at each
-position, with the prefix held fixed. What that per-token form leaves out on whole completions, the KL a
-token leads to later, is `kl_to_go`: the REINFORCE term a full sequence-level gradient would add.
+tensors); the estimators need only the two log-probs of the sampled token, which the loss computes
+anyway. k3 is unbiased and never negative, and weighed by the ratio ρ its gradient is that of
+KL(π_θ ‖ π_ref) at each position, with the prefix held fixed. What that per-token form leaves out
+on whole completions, the KL a token leads to later, is `kl_to_go`: the REINFORCE term a full
+sequence-level gradient would add.
 
 Docs: https://grpo-edu.github.io/grpo_edu/kl.html.md"""
 

@@ -1,20 +1,22 @@
-"""log π of the sampled tokens, without keeping the (B, T, 151 936) logits in memory.
+"""log π of the sampled tokens, without keeping the (B, T, V) logits.
 
 Why each simplification is safe:
 
-- Only the sampled token's log-prob is gathered: the GRPO loss, its ratio and the k3 KL need nothing else (the
-  entropy, a metric or an optional bonus, is computed on its own).
-- Row-by-row log-softmax gives the same numbers as the whole-batch op (softmax is per position); it only caps
-  the temporary memory at one row (T, V) instead of (B, T, V).
-- `logits_to_keep` asks the model for the last K+1 positions only: prompt positions never enter the loss.
-- Chunked lm_head: logits z = W h are per position, so scoring the (B·K, C) final hidden states in chunks and
-  recomputing each chunk's logits in backward (activation checkpointing) gives the same values and gradients
-  while one chunk of logits is alive at a time. Taken only where the logits are exactly lm_head(final hidden
-  state): Qwen2, Llama, Mistral, Qwen3 (no soft-capping, no logit scaling).
+- Only the sampled token's log-prob is gathered: the GRPO loss, its ratio and the k3 KL need
+  nothing else (the entropy, a metric or an optional bonus, is computed on its own).
+- Row-by-row log-softmax gives the same numbers as the whole-batch op (softmax is per position); it
+  only caps the temporary memory at one row (T, V) instead of (B, T, V).
+- `logits_to_keep` asks the model for the last K+1 positions only: prompt positions never enter the
+  loss.
+- Chunked lm_head: logits z = W h are per position, so scoring the (B·K, C) final hidden states in
+  chunks and recomputing each chunk's logits in backward (activation checkpointing) gives the same
+  values and gradients while one chunk of logits is alive at a time. Taken only where the logits
+  are exactly lm_head(final hidden state): Qwen2, Llama, Mistral, Qwen3 (no soft-capping, no logit
+  scaling).
 
-What the log-probs are: those of π_θ at `temperature` over the whole vocabulary. A sampler that filters
-(top-p, top-k, min-p) or reads a bf16 copy of the weights draws from another distribution; the chapter
-measures the gap.
+What the log-probs are: those of π_θ at `temperature` over the whole vocabulary. A sampler that
+filters (top-p, top-k, min-p) or reads a bf16 copy of the weights draws from another distribution;
+the chapter measures the gap.
 
 Docs: https://grpo-edu.github.io/grpo_edu/logprobs.html.md"""
 
@@ -82,7 +84,7 @@ def per_token_logps(
     compute_entropy: bool = False,  # also return the (B, K) entropy at each position
     chunk_size: int | None = None,  # positions per lm_head chunk (None/0: the whole logits)
     entropy_grad: bool = False,     # keep the entropy's graph (an entropy bonus); else detached
-):                                  # -> (B, K) log-probs, or (log-probs, entropy)
+) -> torch.Tensor | tuple:          # (B, K) log-probs, or (log-probs, entropy)
     "(B, K) log π_θ at `temperature` of the last K tokens, `batch_size` rows per forward pass."
     rows = batch_size or input_ids.size(0)
     head = _chunkable_head(model) if chunk_size else None
@@ -120,7 +122,7 @@ def chunked_head_logps(
     chunk_size: int = 256,          # positions whose logits exist at once
     compute_entropy: bool = False,
     entropy_grad: bool = False,     # the entropy keeps its graph (recomputed in backward too)
-):                                  # -> (logps (B, K), entropy (B, K) or None)
+) -> tuple:                         # (logps (B, K), entropy (B, K) or None)
     "Log-probs of `index` under softmax(W h / T), a chunk of positions at a time."
     B, K, C = hidden.shape
     h, idx = hidden.reshape(B * K, C), index.reshape(B * K)             # (B·K, C), (B·K,)
@@ -145,11 +147,10 @@ def _chunkable_head(model):
     inner = getattr(model, "module", model)                   # DDP wraps the model in .module
     cfg = getattr(inner, "config", None)
     head = getattr(inner, "get_output_embeddings", lambda: None)()
-    if getattr(cfg, "model_type", None) not in _PLAIN_HEAD or not isinstance(head, torch.nn.Linear):
+    plain = getattr(cfg, "model_type", None) in _PLAIN_HEAD
+    if not plain or not isinstance(head, torch.nn.Linear):
         return None
-    weight = head.weight                  # FSDP / ZeRO-3: the weight is not whole on this process
-    sharded = type(weight).__name__ in ("DTensor", "FlatParameter") or hasattr(weight, "ds_id")
-    return None if sharded else head
+    return head
 
 @contextlib.contextmanager
 def _hidden_states_out(head):

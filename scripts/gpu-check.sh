@@ -39,7 +39,7 @@ if [[ " $steps " == *" bench "* ]]; then
 fi
 if [[ " $steps " == *" notebooks "* ]]; then
   failed=()                                   # one notebook failing must not cost the others their run
-  every=(nbs/api/05_rollout.ipynb nbs/09_training.ipynb nbs/10_speed.ipynb nbs/11_memory.ipynb
+  every=(nbs/api/03_engine.ipynb nbs/09_training.ipynb nbs/10_speed.ipynb nbs/11_memory.ipynb
          nbs/12_lora.ipynb)                   # every notebook with a `#| cuda` cell
   # GPU_NOTEBOOKS="nbs/11_memory.ipynb": some of them, in a call of their own
   if [[ -n ${GPU_NOTEBOOKS:-} ]]; then read -ra nbs <<< "$GPU_NOTEBOOKS"; else nbs=("${every[@]}"); fi
@@ -65,7 +65,7 @@ rc = main(["train", "--config", recipe, "--model_name_or_path", model_dir,
            "--dataset_path", f"{data}/gsm8k", "--max_steps", "2", "--eval_max_samples", "64",
            "--save_steps", "0", "--output_dir", f"/tmp/grpo-edu-recipe-{shape}"])
 from grpo_edu.bench import planner_gib          # the planner, with the longest GSM8K prompt as the width
-from grpo_edu.config import load_config
+from grpo_edu.cli import load_config
 from grpo_edu.data import gsm8k_dataset
 est = planner_gib(model_dir, gsm8k_dataset("train", f"{data}/gsm8k"), load_config(recipe))
 print(f"recipe {shape}: exit {rc}, peak {torch.cuda.max_memory_allocated() / 2**30:.2f} GiB of a 24 GiB "

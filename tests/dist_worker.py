@@ -6,7 +6,7 @@ import torch
 from datasets import Dataset
 from grpo_edu.config import GRPOConfig
 from grpo_edu.toy import toy_model, toy_tokenizer
-from grpo_edu.trainer import GRPOTrainer
+from grpo_edu.trainer import GRPOTrainer, RolloutBatch
 
 out_path, (loss_type, _, extra) = sys.argv[1], sys.argv[2].partition("+")   # "dapo+entropy": top 30% of tokens only
 entropy, adaptive = extra == "entropy", extra == "adaptive"   # "dapo+adaptive": Skywork-OR1's entropy controller
@@ -28,8 +28,8 @@ for i in range(N): mask[i, 1 + i % K:] = 0; attn[i, 4 + 1 + i % K:] = 0
 adv = torch.randn(N, generator=g)
 ref = -torch.rand(N, K, generator=g) * 3
 n = N // acc.num_processes; sl = slice(acc.process_index * n, (acc.process_index + 1) * n)
-batch = dict(input_ids=ids[sl], attention_mask=attn[sl], mask=mask[sl], K=K, advantages=adv[sl],
-             num_items=mask.sum().float(), old_logps=None, ref_logps=ref[sl])
+batch = RolloutBatch(input_ids=ids[sl], attention_mask=attn[sl], mask=mask[sl], logits_to_keep=K, advantages=adv[sl],
+                     num_items_in_batch=mask.sum().float(), old_logps=None, ref_logps=ref[sl])
 
 grads = {}
 def capture():                                                # replace the optimizer step: keep the synced gradients

@@ -1,4 +1,4 @@
-"""A CPU stand-in for CUDA graph capture, so that StaticRollout's capture path (grpo_edu.rollout._graph) runs in CI.
+"""A CPU stand-in for CUDA graph capture, so that StaticRollout's capture path (grpo_edu.engine) runs in CI.
 
 Capture records every aten op the step runs, with the very tensors it reads and writes (a CUDA graph records kernels on
 fixed addresses); replay runs the same ops again on the same tensors and writes each result into the tensor the capture

@@ -66,7 +66,7 @@ def site(tmp_path_factory):
     from nbconvert.preprocessors import TagRemovePreprocessor
     import nbformat
     repo = tmp_path_factory.mktemp("repo")
-    for name in ("nbs", "grpo_edu", "configs"): shutil.copytree(ROOT / name, repo / name)
+    for name in ("nbs", "grpo_edu", "configs", "tests"): shutil.copytree(ROOT / name, repo / name)
     for name in ("pyproject.toml", "README.md"): shutil.copy(ROOT / name, repo / name)
     exe = Path(sys.executable).with_name("nbdev-proc-nbs")
     r = subprocess.run([str(exe) if exe.exists() else "nbdev-proc-nbs"], cwd=repo, capture_output=True,
@@ -145,7 +145,8 @@ def test_every_chapter_is_rendered(site):
     for nb in ["index.ipynb", "01_objective.ipynb", "02_zero_loss.ipynb", "03_kl.ipynb",
                "04_advantages.ipynb", "05_logprobs.ipynb", "06_naive_loop.ipynb", "07_ppo_vs_grpo.ipynb",
                "08_batches.ipynb", "09_training.ipynb", "10_speed.ipynb", "11_memory.ipynb",
-               "api/00_loss.ipynb", "api/09_trainer.ipynb"]:
+               "12_lora.ipynb", "13_sampler.ipynb", "14_tools.ipynb",
+               "api/01_loss.ipynb", "api/15_trainer.ipynb"]:
         assert nb in names, nb
 
 

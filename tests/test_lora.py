@@ -18,7 +18,7 @@ from grpo_edu.logprobs import per_token_logps
 from grpo_edu.memory import ALL_SHAPES, LORA_SHAPES, estimate_memory, lora_param_count, param_count
 from grpo_edu.policy import lora_config, quantization_config, use_adapter
 from grpo_edu.toy import addition_dataset, toy_model, toy_tokenizer
-from grpo_edu.trainer import GRPOTrainer
+from grpo_edu.trainer import GRPOTrainer, RolloutBatch
 from test_faults import rows, same
 from test_memory_paths import grads_of_update
 
@@ -124,7 +124,7 @@ def test_peft_or_bitsandbytes_missing_says_how(monkeypatch):
 
 def test_sharded_setups_are_refused_with_lora(monkeypatch, tmp_path):
     "FSDP and DeepSpeed slice weights or states across processes; LoRA runs on one GPU or DDP: said before loading."
-    from grpo_edu.policy import Placement
+    from grpo_edu.distributed import Placement
     for placement in (Placement(sharded_weights=True, sharded_optimizer=True),
                       Placement(deepspeed=True, sharded_optimizer=True)):
         monkeypatch.setattr(Placement, "of", classmethod(lambda cls, accelerator, p=placement: p))
@@ -183,11 +183,11 @@ def test_reference_log_probs_are_the_base_models(tmp_path):
     model = tr.accelerator.unwrap_model(tr.model)
     for step in range(3):
         batch, _, _ = tr.generate_and_score(tr.prompt_rows(step))
-        ids, attn, K = batch["input_ids"], batch["attention_mask"], batch["K"]
+        ids, attn, K = batch.input_ids, batch.attention_mask, batch.logits_to_keep
         score = lambda m: per_token_logps(m, ids, attn, K, tr.args.temperature, tr.args.per_device_train_batch_size,
                                           chunk_size=tr.args.lm_head_chunk_size)      # as the trainer scores
         with torch.no_grad(): expected, policy = score(frozen), score(model)
-        assert torch.equal(batch["ref_logps"], expected)
+        assert torch.equal(batch.ref_logps, expected)
         assert torch.equal(policy, expected) == (step == 0)         # B = 0 at step one only
         tr.update(batch)
 
@@ -203,12 +203,12 @@ def test_a_pretrained_adapter_is_its_own_reference_as_in_trl():
     held = {id(p) for group in tr.optimizer.param_groups for p in group["params"]}
     assert held == {id(p) for n, p in wrapped.named_parameters() if ".default." in n}   # the adapters being trained
     batch, _, _ = tr.generate_and_score(tr.prompt_rows(0))
-    score = lambda: per_token_logps(wrapped, batch["input_ids"], batch["attention_mask"], batch["K"], 1.0, 16,
+    score = lambda: per_token_logps(wrapped, batch.input_ids, batch.attention_mask, batch.logits_to_keep, 1.0, 16,
                                     chunk_size=256)                                   # as the trainer scores
     with torch.no_grad():
         now = score()
         with wrapped.disable_adapter(): bare = score()
-    assert torch.equal(batch["ref_logps"], now) and not torch.equal(batch["ref_logps"], bare)
+    assert torch.equal(batch.ref_logps, now) and not torch.equal(batch.ref_logps, bare)
 
 
 def test_gradient_checkpointing_gives_the_same_adapter_gradients():
@@ -268,14 +268,14 @@ def test_loss_and_adapter_gradients_equal_trl(tmp_path, case, loss_type):
     torch.manual_seed(0)
     out = t._generate_and_score_completions([{"prompt": f"{i}+{i}="} for i in range(2) for _ in range(4)])
     K, mask = out["completion_ids"].size(1), out["completion_mask"]
-    batch = dict(input_ids=torch.cat([out["prompt_ids"], out["completion_ids"]], 1), K=K, mask=mask,
-                 attention_mask=torch.cat([out["prompt_mask"], mask], 1), advantages=out["advantages"],
-                 num_items=mask.sum().float(), old_logps=None, ref_logps=None)
+    batch = RolloutBatch(input_ids=torch.cat([out["prompt_ids"], out["completion_ids"]], 1), logits_to_keep=K, mask=mask,
+                         attention_mask=torch.cat([out["prompt_mask"], mask], 1), advantages=out["advantages"],
+                         num_items_in_batch=mask.sum().float())
     ours._old_and_ref_logps(batch)
-    torch.testing.assert_close(batch["ref_logps"] * mask, out["ref_per_token_logps"] * mask, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(batch.ref_logps * mask, out["ref_per_token_logps"] * mask, rtol=1e-5, atol=1e-6)
     t.model.train()
     t.current_gradient_accumulation_steps = 1
-    theirs = trl_step_grads(t, batch, batch["num_items"])
+    theirs = trl_step_grads(t, batch, batch.num_items_in_batch)
     result, grads = grads_of_update(ours, batch)
     assert set(grads) == set(theirs) and all("lora_" in n for n in theirs)
     for n, g in theirs.items(): torch.testing.assert_close(grads[n], g, rtol=1e-4, atol=1e-6)
@@ -317,7 +317,7 @@ def test_static_engine_samples_with_the_adapters(monkeypatch):
     assert fake_cuda_graph.FakeCUDAGraph.captures == 8              # 4 buckets with adapters on, 4 off; never again
 
 
-real_engine = __import__("grpo_edu.rollout", fromlist=["StaticRollout"]).StaticRollout
+real_engine = __import__("grpo_edu.engine", fromlist=["StaticRollout"]).StaticRollout
 
 
 @pytest.mark.cuda
@@ -356,7 +356,7 @@ def test_cuda_graph_engine_with_adapters(tmp_path, base):
 
 def test_bf16_base_samples_without_a_copy():
     "A bf16 base with fp32 adapters (peft's default) under bf16 autocast: the engine reads the model, no bf16 copy."
-    from grpo_edu.rollout import sampling_weights
+    from grpo_edu.engine import sampling_weights
     from test_rollout_engine import qwen_like
     model = get_peft_model(qwen_like(300).bfloat16(), LoraConfig(**QV))
     assert {p.dtype for n, p in model.named_parameters() if "lora_" in n} == {torch.float32}

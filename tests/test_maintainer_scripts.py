@@ -98,3 +98,33 @@ def test_gpu_check_runs_every_notebook_with_cuda_cells():
                        if any(c["cell_type"] == "code" and "".join(c["source"]).startswith("#| cuda")
                               for c in json.loads(p.read_text())["cells"]))
     assert with_cuda and sorted(listed) == with_cuda
+
+
+reflow = load_script("reflow", "reflow.py")
+
+
+def test_reflow_lays_out_long_lines_and_never_changes_meaning():
+    "Long trailing comments go above their line, long calls are laid out, and the syntax tree stays the same."
+    long_comment = "# " + "why " * 20
+    source = "\n".join(["#| export",
+                        "def f(alpha: int,  " + long_comment,
+                        "      beta: int = 2) -> int:",
+                        "    total = alpha + beta      " + long_comment,
+                        "    return max(" + ", ".join(f"alpha * {i}" for i in range(12)) + ", total)"])
+    out = reflow.reflow(source)
+    assert max(len(line) for line in source.split("\n")) >= 100
+    assert max(len(line) for line in out.split("\n")) < 100
+    assert reflow.same_tree(source, out)
+    assert out.count("# why") == 2 * len(reflow.wrapped_comment(long_comment, "    "))
+    unparsable = "def f(:\n    return " + "x" * 120
+    assert reflow.reflow(unparsable) == unparsable                       # left for a person to mend
+    assert not reflow.same_tree("x = 1", "x = 2")
+
+
+def test_reflow_rewraps_exported_markdown_keeping_lists():
+    item = "- " + "word " * 30
+    out = reflow.reflow_markdown("#| export\nWhy:\n\n" + item + "\n- short")
+    lines = out.split("\n")
+    assert max(len(line) for line in lines) < 100
+    assert [line for line in lines if line.startswith("- ")] == [lines[3], "- short"]
+    assert all(line.startswith("  ") for line in lines[4:-1])

@@ -32,7 +32,7 @@ def grads_of_update(tr, batch):
 def test_bucketing_and_chunked_head_do_not_change_the_step(loss_type, checkpointing):
     tr = make_trainer(loss_type=loss_type, gradient_checkpointing=checkpointing)
     batch, _, _ = tr.generate_and_score(tr.prompt_rows(0))
-    lengths = batch["attention_mask"][:, -batch["K"]:].sum(1)
+    lengths = batch.attention_mask[:, -batch.logits_to_keep:].sum(1)
     assert lengths.unique().numel() > 1, "the test needs completions of different lengths"
     tr.args.bucket_by_length, tr.args.lm_head_chunk_size = False, 0
     ref, g_ref = grads_of_update(tr, batch)
@@ -83,19 +83,21 @@ def test_accumulated_update_equals_the_loss_on_the_whole_batch(loss_type, extra)
     tr = make_trainer(loss_type=loss_type, max_grad_norm=1e9, **extra)                 # no clipping of the total gradient
     a, model = tr.args, tr.accelerator.unwrap_model(tr.model)
     batch, _, _ = tr.generate_and_score(tr.prompt_rows(0))
-    ids, attn, K = batch["input_ids"], batch["attention_mask"], batch["K"]
+    ids, attn, K = batch.input_ids, batch.attention_mask, batch.logits_to_keep
     assert attn[:, -K:].sum(1).unique().numel() > 1, "the test needs completions of different lengths"
     with torch.no_grad(): now = per_token_logps(model, ids, attn, K, a.temperature)
-    batch["old_logps"] = now + 0.3 * torch.randn(now.shape, generator=torch.Generator().manual_seed(0))   # π_old ≠ π_θ
+    batch.old_logps = now + 0.3 * torch.randn(now.shape, generator=torch.Generator().manual_seed(0))   # π_old ≠ π_θ
     out, grads = grads_of_update(tr, batch)
     model.zero_grad(set_to_none=True)
     logps, ent = per_token_logps(model, ids, attn, K, a.temperature, compute_entropy=True)
     keep = None                      # the entropy mask is per micro-batch (as TRL's): one micro-batch here, the whole batch
-    if a.top_entropy_quantile < 1: keep = high_entropy_mask(ent.detach(), batch["mask"], a.top_entropy_quantile)
+    if a.top_entropy_quantile < 1: keep = high_entropy_mask(ent.detach(), batch.mask, a.top_entropy_quantile)
     loss_kw = {k: v for k, v in extra.items() if k not in ("epsilon_high", "top_entropy_quantile", "gradient_accumulation_steps")}
-    whole = grpo_loss(logps, batch["old_logps"], batch["ref_logps"], batch["advantages"], batch["mask"], a.beta, a.epsilon,
-                      a.epsilon_high, loss_type, a.max_completion_length, num_items_in_batch=batch["num_items"],
-                      options=LossOptions(**loss_kw), entropy_mask=keep)
+    options = LossOptions(beta=a.beta, epsilon=a.epsilon, epsilon_high=a.epsilon_high, loss_type=loss_type,
+                          max_completion_length=a.max_completion_length,
+                          num_items_in_batch=batch.num_items_in_batch, **loss_kw)
+    whole, _ = grpo_loss(logps, batch.old_logps, batch.ref_logps, batch.advantages, batch.mask, options,
+                         entropy_mask=keep)
     whole.backward()
     assert out["loss"] == pytest.approx(whole.item(), rel=1e-5, abs=1e-7)
     for n, p in model.named_parameters(): torch.testing.assert_close(grads[n], p.grad, rtol=1e-4, atol=1e-6)
@@ -132,12 +134,13 @@ def test_a_generation_feeds_steps_per_generation_micro_batches():
     tr.train()
     assert [s for s, _ in gens] == [0, 2]                               # steps 0-1 share one generation, 2-3 the next
     for g, (_, batch) in enumerate(gens):
-        assert batch["input_ids"].size(0) == 32 and batch["old_logps"] is not None
+        assert batch.input_ids.size(0) == 32 and batch.old_logps is not None
         a, b = steps[2 * g], steps[2 * g + 1]
-        assert a["input_ids"].size(0) == b["input_ids"].size(0) == 16   # per_device_train_batch_size × accumulation each
-        key = lambda x: sorted(map(tuple, torch.cat([x["input_ids"], x["advantages"][:, None].double().mul(1e6).long()], 1).tolist()))
-        assert key({k: torch.cat([a[k], b[k]]) for k in ("input_ids", "advantages")}) == key(batch)   # every row once
-        assert a["num_items"] + b["num_items"] == batch["num_items"]
+        assert a.input_ids.size(0) == b.input_ids.size(0) == 16   # per_device_train_batch_size × accumulation each
+        key = lambda ids, adv: sorted(map(tuple, torch.cat([ids, adv[:, None].double().mul(1e6).long()], 1).tolist()))
+        both = key(torch.cat([a.input_ids, b.input_ids]), torch.cat([a.advantages, b.advantages]))
+        assert both == key(batch.input_ids, batch.advantages)                                   # every row once
+        assert a.num_items_in_batch + b.num_items_in_batch == batch.num_items_in_batch
     # an epoch is as many optimizer steps as before: each still takes per_device_train_batch_size × accumulation completions
     for kw, want in [({}, 32), ({"steps_per_generation": 4}, 32), ({"steps_per_generation": 4, "num_iterations": 2}, 64)]:
         t = make_trainer(max_steps=-1, per_device_train_batch_size=8, gradient_accumulation_steps=2, **kw)
@@ -146,7 +149,7 @@ def test_a_generation_feeds_steps_per_generation_micro_batches():
 
 def test_sync_ref_model_is_refused_on_sharded_weights(monkeypatch):
     "FSDP / ZeRO-3 slice the policy across processes: sync_ref_model says so before any model loads, and what to use."
-    from grpo_edu.policy import Placement
+    from grpo_edu.distributed import Placement
     monkeypatch.setattr(Placement, "of", classmethod(lambda cls, accelerator: Placement(sharded_weights=True)))
     with pytest.raises(GRPOEduError, match="Use DDP or ZeRO-2"):
         GRPOTrainer("/no/such/model/never/loaded", lambda completions, **k: [0.0] * len(completions),

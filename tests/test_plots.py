@@ -6,7 +6,7 @@ import json, struct
 from pathlib import Path
 import pytest
 from grpo_edu.cli import main
-from grpo_edu.config import TOY_RECIPE, config_from_dict
+from grpo_edu.recipe import TOY_RECIPE, config_from_dict
 from grpo_edu.monitor import AXES, MetricsWriter, compare_runs, plot_run, run_figures, save_config, write_json
 
 
@@ -121,7 +121,8 @@ def test_short_runs_still_draw(tmp_path, steps):
 
 def test_the_trainer_saves_its_config(tmp_path):
     "A run's folder holds config.yaml: what compare_runs names it by, and a recipe that reruns it."
-    from grpo_edu.config import GRPOConfig, load_config
+    from grpo_edu.cli import load_config
+    from grpo_edu.config import GRPOConfig
     from grpo_edu.toy import addition_dataset, toy_model, toy_tokenizer
     from grpo_edu.trainer import GRPOTrainer
     tok = toy_tokenizer()

@@ -3,7 +3,7 @@ from dataclasses import asdict
 from pathlib import Path
 import pytest
 import yaml
-from grpo_edu.config import load_config
+from grpo_edu.cli import load_config
 from grpo_edu.memory import estimate_memory
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -27,3 +27,10 @@ def test_accelerate_configs_parse():
     for f in (ROOT / "configs" / "accelerate").glob("*.yaml"):
         d = yaml.safe_load(f.read_text())
         assert d["num_processes"] == 2 and d["distributed_type"] in ("MULTI_GPU", "FSDP", "DEEPSPEED"), f.name
+
+
+def test_toy_tools_recipe_validates():
+    "configs/toy-tools.yaml, the CPU tool toy: it loads and validates (tests/test_toy_tools.py runs it)."
+    cfg = load_config(ROOT / "configs" / "toy-tools.yaml").validate()
+    assert (cfg.model_name_or_path, cfg.dataset, cfg.eval_dataset) == ("toy", "multiply", "auto")
+    assert cfg.tools == ["grpo_edu.toy_tools:multiply"] and cfg.use_cpu

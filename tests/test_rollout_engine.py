@@ -7,8 +7,8 @@ from transformers import AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
 from grpo_edu.config import GRPOConfig
 from grpo_edu.errors import GRPOEduError
 from grpo_edu.logprobs import per_token_logps
-from grpo_edu.rollout import (StaticRollout, _ENGINES, encode_prompts, generate_completions, pick_engine,
-                              sample_token)
+from grpo_edu.engine import StaticRollout, sample_token
+from grpo_edu.rollout import _ENGINES, encode_prompts, generate_completions, pick_engine
 
 
 class Tok:
@@ -207,7 +207,7 @@ def test_cuda_graph_path_on_cpu_with_a_recording_stand_in(monkeypatch):
     bf16 tokens as the eager engine through the refreshed bf16 copy, and the same sampler log-probs. Two seeded bugs
     show the stand-in can fail: a rebound state tensor, and a host sync in the step."""
     import fake_cuda_graph
-    from grpo_edu import rollout as R
+    from grpo_edu import engine as E
     fake_cuda_graph.install(monkeypatch)
     model = qwen_like(300)
     ids, pm = padded_prompts()
@@ -234,15 +234,16 @@ def test_cuda_graph_path_on_cpu_with_a_recording_stand_in(monkeypatch):
     assert torch.equal(tokens, eager_tokens) and torch.equal(logq, eager_logq)
     full = torch.cat([ids, tokens], 1), torch.cat([pm, torch.ones_like(tokens)], 1)
     assert (logq - per_token_logps(model, *full, 40)).min() > -1e-4         # q ≥ π on what the filters keep
-    monkeypatch.setattr(R.StaticRollout, "_decode_step", rebinding_step)
+    decode_step = E.StaticRollout._decode_step
+    monkeypatch.setattr(E.StaticRollout, "_decode_step", rebinding_step)
     b = hf()
     fresh = lambda graph: StaticRollout(model, 4, 64, cuda_graph=graph).generate(ids, pm, 40, 1, 0, do_sample=False)
     assert torch.equal(fresh(False)[:, :b.size(1)], b)                       # eager: the bug does no harm
     assert not torch.equal(fresh(True)[:, :b.size(1)], b)                    # graphed: stale tokens
     def syncing_step(self, n_cols):                                          # a host sync cannot be captured
         if bool(self.done.all()): return
-        R._decode_step(self, n_cols)
-    monkeypatch.setattr(R.StaticRollout, "_decode_step", syncing_step)
+        decode_step(self, n_cols)
+    monkeypatch.setattr(E.StaticRollout, "_decode_step", syncing_step)
     with pytest.raises(RuntimeError, match="host sync during CUDA graph capture"):
         fresh(True)
 

@@ -4,7 +4,7 @@ The formulas themselves are checked against TRL 1.16 in tests/test_trl_oracle.py
 here: when the trainer turns the correction on, what it hands the loss, what it logs, and that a step with it equals
 the step the loss computes by hand.
 """
-import math
+import dataclasses, math
 import pytest
 import torch
 from test_memory_paths import grads_of_update, make_trainer
@@ -21,7 +21,7 @@ def test_plain_fp32_sampling_needs_no_correction():
     tr = make_trainer(max_steps=1, beta=0.0, gradient_accumulation_steps=1, per_device_train_batch_size=64)
     assert tr.correct_sampler is False
     batch, metrics, _ = tr.generate_and_score(tr.prompt_rows(0))
-    assert batch["sampler"] is None and batch["old_logps"] is None and not set(SAMPLING) & set(metrics)
+    assert batch.sampler is None and batch.old_logps is None and not set(SAMPLING) & set(metrics)
 
 
 def test_forced_on_in_fp32_the_weights_are_one():
@@ -49,16 +49,16 @@ def test_top_p_forced_on_the_step_uses_the_weights(mode):
                       vllm_importance_sampling_correction=True)
     assert tr.correct_sampler is True
     batch, metrics, _ = tr.generate_and_score(tr.prompt_rows(0))
-    mask, logq, old = batch["mask"], batch["sampler"].logps, batch["old_logps"]
+    mask, logq, old = batch.mask, batch.sampler.logps, batch.old_logps
     # top-p keeps a nucleus and renormalises it, so q ≥ π_θ on every sampled token: π_old / q ≤ 1
     assert ((old - logq)[mask.bool()] <= 1e-4).all()                                  # (fp32 rounding: 1e-4)
     assert ((old - logq)[mask.bool()] < -1e-3).any()                                   # and the nucleus cut something
-    torch.testing.assert_close(batch["sampler"].ratio, importance_sampling_ratio(old, logq, mask, mode, None, 3.0))
+    torch.testing.assert_close(batch.sampler.ratio, importance_sampling_ratio(old, logq, mask, mode, None, 3.0))
     assert metrics["sampling/importance_sampling_ratio/max"] <= 1 + 1e-3
     assert 0 < metrics["sampling/importance_sampling_ratio/min"] < 1
     # the update's gradient is the corrected loss's; without the weights it differs
     out, with_weights = grads_of_update(tr, batch)
-    batch_plain = {**batch, "sampler": None}
+    batch_plain = dataclasses.replace(batch, sampler=None)
     _, without = grads_of_update(tr, batch_plain)
     assert max((with_weights[n] - without[n]).abs().max().item() for n in without) > 1e-6
     assert math.isfinite(out["loss"])

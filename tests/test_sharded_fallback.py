@@ -5,7 +5,7 @@ from types import SimpleNamespace
 import pytest
 from grpo_edu.config import GRPOConfig
 from grpo_edu.errors import GRPOEduError
-from grpo_edu.policy import Placement
+from grpo_edu.distributed import Placement
 
 FSDP2 = textwrap.dedent("""
     import os, torch, torch.distributed as dist
@@ -13,16 +13,27 @@ FSDP2 = textwrap.dedent("""
     dist.init_process_group("gloo", rank=0, world_size=1)
     from torch.distributed.fsdp import fully_shard
     from grpo_edu.toy import toy_model, toy_tokenizer
-    from grpo_edu.rollout import static_engine_unsupported, pick_engine, generate_completions, encode_prompts
+    from grpo_edu.engine import static_engine_unsupported
+    from grpo_edu.rollout import pick_engine, generate_completions, encode_prompts
+    from types import SimpleNamespace
+    from grpo_edu.config import GRPOConfig
+    from grpo_edu.distributed import Placement
     from grpo_edu.logprobs import _chunkable_head, per_token_logps
+    from grpo_edu.trainer import GRPOTrainer
     tok = toy_tokenizer(); m = toy_model(tok, hidden_size=32, num_layers=2, seed=0)
     for layer in m.model.layers: fully_shard(layer)
     fully_shard(m)
     assert type(next(m.parameters())).__name__ == "DTensor"
-    assert "sharded" in static_engine_unsupported(m) and pick_engine(m) == "hf" and _chunkable_head(m) is None
+    assert "sharded" in static_engine_unsupported(m) and pick_engine(m) == "hf"
+    assert _chunkable_head(m) is not None          # the head is a plain Linear: only the placement rules it out
+    fsdp = SimpleNamespace(distributed_type=SimpleNamespace(name="FSDP"), num_processes=1,
+                           state=SimpleNamespace(deepspeed_plugin=None))
+    placement = Placement.of(fsdp)                                   # what GRPOTrainer reads under FSDP
+    chunk = GRPOTrainer._lm_head_chunk(SimpleNamespace(args=GRPOConfig(lm_head_chunk_size=4), placement=placement))
+    assert not placement.whole_lm_head and chunk is None             # the trainer asks for whole logits
     ids, pm = encode_prompts(tok, ["1+2=", "33+4="], None)
     c, k, t = generate_completions(m, tok, ids, pm, 5, do_sample=False)          # auto -> HF generate
-    lp = per_token_logps(m, torch.cat([ids, c], 1), torch.cat([pm, k], 1), c.size(1), chunk_size=4)
+    lp = per_token_logps(m, torch.cat([ids, c], 1), torch.cat([pm, k], 1), c.size(1), chunk_size=chunk)
     lp.sum().backward()
     assert all(p.grad is not None for p in m.parameters())
     dist.destroy_process_group()
@@ -55,6 +66,7 @@ def test_sharded_weights_and_optimizer_per_distributed_type():
         placement = Placement.of(_acc(kind, zero))
         assert (placement.sharded_weights, placement.sharded_optimizer) == (weights, opt), kind
         assert placement.synced_generate == weights and placement.deepspeed == (kind == "DEEPSPEED"), kind
+        assert placement.whole_lm_head == (not weights), kind   # chunked lm_head: whole weights only
         assert not Placement.of(_acc(kind, zero, processes=1)).synced_generate, kind   # one process: nothing to sync
 
 

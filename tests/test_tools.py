@@ -333,12 +333,12 @@ def test_trainer_with_tools_equals_trl(tmp_path, qwen, monkeypatch):
                                                      max_grad_norm=0.0, **shared), Dataset.from_list(rows),
                        tools=tools)
     batch, ours_metrics, _ = ours.generate_and_score(rows)
-    K = batch["K"]
-    assert torch.equal(batch["input_ids"][:, -K:], theirs["completion_ids"])
-    assert torch.equal(batch["mask"], theirs["completion_mask"] * theirs["tool_mask"])      # the loss mask
-    assert (theirs["tool_mask"] == 0).any() and batch["num_items"] == theirs["num_items_in_batch"]
-    torch.testing.assert_close(batch["advantages"], theirs["advantages"])
-    torch.testing.assert_close(batch["ref_logps"] * batch["mask"], theirs["ref_per_token_logps"] * batch["mask"])
+    K = batch.logits_to_keep
+    assert torch.equal(batch.input_ids[:, -K:], theirs["completion_ids"])
+    assert torch.equal(batch.mask, theirs["completion_mask"] * theirs["tool_mask"])      # the loss mask
+    assert (theirs["tool_mask"] == 0).any() and batch.num_items_in_batch == theirs["num_items_in_batch"]
+    torch.testing.assert_close(batch.advantages, theirs["advantages"])
+    torch.testing.assert_close(batch.ref_logps * batch.mask, theirs["ref_per_token_logps"] * batch.mask)
     for k in ("tools/call_frequency", "tools/failure_frequency", "completions/mean_length"):
         assert ours_metrics[k] == pytest.approx(metrics[k]), (k, ours_metrics[k], metrics[k])
     assert (metrics["tools/call_frequency"], metrics["tools/failure_frequency"]) == pytest.approx((4 / 6, 2 / 4))
@@ -387,7 +387,9 @@ def test_cli_refuses_bad_tools_before_anything_loads(tmp_path, monkeypatch, tool
 
 
 def test_config_fields():
-    from grpo_edu.config import GRPOConfig, TRL_NOT_HERE, parse_config
+    from grpo_edu.cli import parse_config
+    from grpo_edu.config import GRPOConfig
+    from grpo_edu.recipe import TRL_NOT_HERE
     c = parse_config(["--tools", "my_tools:multiply,my_tools:add", "--max_tool_calling_iterations", "3",
                       "--tool_timeout", "5"])
     assert (c.tools, c.max_tool_calling_iterations, c.tool_timeout) == (["my_tools:multiply", "my_tools:add"], 3, 5.0)
@@ -412,3 +414,23 @@ def test_trainer_refuses_tools_before_any_weight_loads(tmp_path, monkeypatch):
     with pytest.raises(GRPOEduError, match="two tools are named 'multiply'"):
         trainer_module.GRPOTrainer("some/model", lambda completions, **k: [0.0] * 4, args, rows,
                                    tools=[multiply, multiply])
+
+
+def test_long_prompt_warning_counts_the_tool_preamble(tmp_path, qwen, tiny):
+    "The warning about prompts the rollout would cut measures them as sampled: with the tools' schemas."
+    import warnings
+    from grpo_edu.config import GRPOConfig
+    from grpo_edu.rollout import encode_prompts
+    from grpo_edu.trainer import GRPOTrainer
+    rows = [{"prompt": p} for p in prompts_for(QUESTIONS[:2])]
+    bare = int(encode_prompts(qwen, [r["prompt"] for r in rows], None)[1].sum(1).max())
+    with_tools = int(encode_tool_prompts(qwen, [r["prompt"] for r in rows], [multiply])[1].sum(1).max())
+    assert with_tools > bare + 50                           # the schema is most of such a prompt
+    args = GRPOConfig(output_dir=str(tmp_path), num_generations=2, per_device_train_batch_size=4,
+                      max_steps=1, max_prompt_length=bare + 1)        # room for the question, not the tools
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        GRPOTrainer(tiny, lambda completions, **k: [0.0] * len(completions), args, rows,
+                    processing_class=qwen, tools=[multiply])
+    said = [str(w.message) for w in caught if "max_prompt_length" in str(w.message)]
+    assert len(said) == 1 and f"(the longest: {with_tools})" in said[0], said

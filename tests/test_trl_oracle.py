@@ -5,6 +5,7 @@ The loss: TRL's `_compute_loss` runs its own forward on a real (tiny, random) Qw
 The advantages: TRL's `_generate_and_score_completions` with reward functions that return fixed values.
 """
 import copy
+import dataclasses
 import pytest
 import torch
 
@@ -13,7 +14,7 @@ from trl import GRPOConfig as TRLConfig, GRPOTrainer as TRLTrainer
 from datasets import Dataset
 from grpo_edu.advantages import group_advantages
 from grpo_edu.logprobs import per_token_logps, selective_log_softmax
-from grpo_edu.loss import LossOptions, grpo_loss, grpo_loss_metrics, high_entropy_mask
+from grpo_edu.loss import LossOptions, grpo_loss, high_entropy_mask
 from grpo_edu.toy import toy_tokenizer, toy_model
 
 
@@ -77,27 +78,26 @@ def test_loss_and_gradient_equal_trl(tmp_path, loss_type, beta, epsilon_high, le
     extra = {k: v for k, v in extra.items() if k != "top_entropy_quantile"}
     keep = high_entropy_mask(ent.detach(), cmask, q) if q < 1 else None
     if keep is not None: assert 0 < keep.sum() < cmask.sum()
-    options = LossOptions(importance_sampling_level=level, **extra)
-    ours = grpo_loss(logps, old, ref if beta else None, adv, cmask, beta=beta, epsilon=0.2, epsilon_high=epsilon_high,
-                     loss_type=loss_type, max_completion_length=6, options=options, entropy_mask=keep)
+    options = LossOptions(beta=beta, epsilon=0.2, epsilon_high=epsilon_high, loss_type=loss_type, max_completion_length=6,
+                          importance_sampling_level=level, **extra)
+    # the loss and TRL's kl / clip ratio statistics, from one pass
+    ours, metrics = grpo_loss(logps, old, ref if beta else None, adv, cmask, options, entropy_mask=keep)
     g_ours = torch.autograd.grad(ours, params)
     for knob in ("delta", "off_policy_mask_threshold"):                  # the cap / the mask really binds on these inputs
         if knob in extra:
-            without = {k: v for k, v in extra.items() if k != knob}
-            loose = LossOptions(importance_sampling_level=level, **without)
-            assert abs(ours.item() - grpo_loss(logps, old, ref if beta else None, adv, cmask, beta=beta, epsilon_high=epsilon_high,
-                                               loss_type=loss_type, max_completion_length=6, options=loose,
-                                               entropy_mask=keep).item()) > 1e-4, knob
+            loose = dataclasses.replace(options, **{knob: None})
+            loose_loss, _ = grpo_loss(logps, old, ref if beta else None, adv, cmask, loose, entropy_mask=keep)
+            assert abs(ours.item() - loose_loss.item()) > 1e-4, knob
     assert abs(ours.item() - loss_trl.item()) < 1e-6 * max(1.0, abs(loss_trl.item())), (ours.item(), loss_trl.item())
     for a, b in zip(g_ours, g_trl): torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)
     # and the gradient is not trivially zero
     assert max(x.abs().max().item() for x in g_trl) > 1e-4
     # the logged kl and clip ratios (per token, or per completion at sequence level) equal TRL's
     theirs = {k: v[-1] for k, v in t._metrics["train"].items()}
-    metrics = grpo_loss_metrics(logps.detach(), old, ref if beta else None, adv, cmask, beta, 0.2, epsilon_high,
-                                loss_type, options)
     clip_keys = {k for k in theirs if k.startswith("clip_ratio/") and k.endswith("_mean") or k in ("cispo_clip_ratio", "vespo/phi_seq_mean")}
     assert set(metrics) == clip_keys | ({"kl"} if beta else set()), (set(metrics), set(theirs))
+    for s_, c in metrics.values(): assert s_.dim() == c.dim() == 0 and not s_.requires_grad   # detached 0-dim tensors
+    metrics = {k: (s_.item(), c.item()) for k, (s_, c) in metrics.items()}
     for k, (s_, c) in metrics.items(): assert s_ / c == pytest.approx(theirs[k], rel=1e-5, abs=1e-7), (k, s_ / c, theirs[k])
     if loss_type == "vespo": assert abs(metrics["vespo/phi_seq_mean"][0] / 8 - 1) > 1e-2   # off-policy: φ(w) ≠ φ(1) = 1
     elif clip_keys and epsilon_high != 5.0:                                 # (no ratio here reaches cispo's cap of 5)
@@ -111,7 +111,7 @@ def test_bias_correction_changes_the_kl_gradient_as_trl_says(tmp_path):
     grads = []
     for bias in (True, False):
         x = lp.clone().requires_grad_()
-        l = grpo_loss(x, None, ref, adv, mask, beta=0.1, options=LossOptions(use_bias_correction_kl=bias))
+        l, _ = grpo_loss(x, None, ref, adv, mask, LossOptions(beta=0.1, use_bias_correction_kl=bias))
         l.backward(); grads.append((l.item(), x.grad))
     assert grads[0][0] == pytest.approx(grads[1][0], abs=1e-7)                  # the same value at ρ = 1...
     k3 = torch.exp(ref - lp) - (ref - lp) - 1
@@ -293,13 +293,13 @@ def test_two_weighted_rewards_equal_trl(tmp_path, aggregation):
                                      eval_dataset=None, max_steps=1),
                           Dataset.from_list([{"prompt": f"{i}+{i}=", "answer": "0"} for i in range(16)]), None, tok)
     batch, ours, _ = ours_tr.generate_and_score(ours_tr.prompt_rows(0))
-    torch.testing.assert_close(batch["advantages"], out["advantages"], rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(batch.advantages, out["advantages"], rtol=1e-5, atol=1e-6)
     for k in ("reward", "reward_std", "frac_reward_zero_std", "rewards/first/mean", "rewards/second/std"):
         assert ours[k] == pytest.approx(theirs[k], rel=1e-5, abs=1e-6), (k, ours[k], theirs[k])
     if aggregation == "normalize_then_sum":              # and it really differs from summing first
         s = torch.tensor([float("nan") if x is None else x for x in REWARDS]).nan_to_num() + 0.5 * torch.tensor(
             [float("nan") if x is None else x for x in other]).nan_to_num()
-        assert (group_advantages(s, 4) - batch["advantages"]).abs().max() > 0.1
+        assert (group_advantages(s, 4) - batch.advantages).abs().max() > 0.1
 
 
 THINK = ("{% if enable_thinking is defined and not enable_thinking %} {% endif %}"       # a Qwen3-style switch: a leading space
@@ -330,8 +330,8 @@ def test_chat_template_kwargs_reach_every_template_as_in_trl(tmp_path):
     assert tr.reward_funcs[1].texts(chats, done) == [apply_chat_template({"messages": c + d}, tok, **kw)["text"]
                                                      for c, d in zip(chats, done)] == [f" {i}+{i}12" for i in range(4)]
     batch, _, _ = tr.generate_and_score(tr.prompt_rows(0))
-    P = batch["input_ids"].size(1) - batch["K"]
-    assert all(t.startswith(" ") for t in tok.batch_decode(batch["input_ids"][:, :P], skip_special_tokens=True))
+    P = batch.input_ids.size(1) - batch.logits_to_keep
+    assert all(t.startswith(" ") for t in tok.batch_decode(batch.input_ids[:, :P], skip_special_tokens=True))
     assert tr.evaluate(Dataset.from_list([{"prompt": c, "answer": "0"} for c in chats]))["n"] == 4
 
 
@@ -343,16 +343,16 @@ def test_a_generation_split_over_steps_equals_trl(tmp_path, loss_type):
     extra = {"epsilon_high": 1.3} if loss_type == "cispo" else {}
     tr = make_trainer(loss_type=loss_type, per_device_train_batch_size=8, gradient_accumulation_steps=2, steps_per_generation=4,
                       bucket_by_length=False, max_grad_norm=1e9, **extra)              # TRL's micro-batches: rows in order
-    assert (tr.steps_per_round, tr.generate_every, tr.prompts_per_process) == (2, 2, 4)
+    assert (tr.batches_per_generation, tr.optimizer_steps_per_generation, tr.prompts_per_process) == (2, 2, 4)
     batch, _, _ = tr.generate_and_score(tr.prompt_rows(0))                           # 4 prompts × 8 = 32 completions
-    assert batch["old_logps"] is not None                            # the second step sees them after an update: π_old kept
-    batch["old_logps"] = batch["old_logps"] + 0.3 * torch.randn(batch["old_logps"].shape, generator=torch.Generator().manual_seed(0))
+    assert batch.old_logps is not None                            # the second step sees them after an update: π_old kept
+    batch.old_logps = batch.old_logps + 0.3 * torch.randn(batch.old_logps.shape, generator=torch.Generator().manual_seed(0))
     parts = split_generation(batch, 2, torch.Generator().manual_seed(1))
     t = trl_on(tr, tmp_path, gradient_accumulation_steps=2, steps_per_generation=4, loss_type=loss_type, **extra)
     for part in parts:
-        assert part["input_ids"].size(0) == 16
+        assert part.input_ids.size(0) == 16
         _, ours = grads_of_update(tr, part)
-        theirs = trl_step_grads(t, part, batch["num_items"])              # TRL's: the whole generation's tokens
+        theirs = trl_step_grads(t, part, batch.num_items_in_batch)              # TRL's: the whole generation's tokens
         for n, g in theirs.items(): torch.testing.assert_close(ours[n], g, rtol=1e-4, atol=1e-6)
         assert max(g.abs().max().item() for g in theirs.values()) > 1e-4
 
@@ -394,12 +394,12 @@ def trl_on(tr, tmp_path, **kw):
 def trl_step_grads(t, batch, num_items) -> dict:
     "The summed gradients of TRL's _compute_loss over the batch's micro-batches of 8 rows, in order."
     named = [(n, p) for n, p in t.model.named_parameters() if p.requires_grad]
-    theirs, K = [torch.zeros_like(p) for _, p in named], batch["K"]
-    for rows in torch.arange(batch["input_ids"].size(0)).split(8):
-        ids, attn = batch["input_ids"][rows], batch["attention_mask"][rows]
-        pick = lambda key: None if batch[key] is None else batch[key][rows]
+    theirs, K = [torch.zeros_like(p) for _, p in named], batch.logits_to_keep
+    for rows in torch.arange(batch.input_ids.size(0)).split(8):
+        ids, attn = batch.input_ids[rows], batch.attention_mask[rows]
+        pick = lambda key: None if getattr(batch, key) is None else getattr(batch, key)[rows]
         inputs = {"prompt_ids": ids[:, :-K], "prompt_mask": attn[:, :-K], "completion_ids": ids[:, -K:],
-                  "completion_mask": batch["mask"][rows], "advantages": batch["advantages"][rows],
+                  "completion_mask": batch.mask[rows], "advantages": batch.advantages[rows],
                   "old_per_token_logps": pick("old_logps"), "ref_per_token_logps": pick("ref_logps"), "num_items_in_batch": num_items}
         for g, x in zip(theirs, torch.autograd.grad(t._compute_loss(t.model, inputs), [p for _, p in named])): g += x
     return {n: g for (n, _), g in zip(named, theirs)}
@@ -420,7 +420,7 @@ def test_entropy_bonus_equals_trl(tmp_path, case):
     coefs = []
     for step in range(3):                                               # the same weights each step: only the coefficient moves
         out, ours = grads_of_update(tr, batch)
-        theirs = trl_step_grads(t, batch, batch["num_items"])
+        theirs = trl_step_grads(t, batch, batch.num_items_in_batch)
         for n, g in theirs.items(): torch.testing.assert_close(ours[n], g, rtol=1e-4, atol=1e-6)
         assert out["entropy_coef"] == pytest.approx(t.entropy_coef)
         assert tr.entropy_control.last_world_entropy == pytest.approx(t._last_world_entropy)
@@ -434,7 +434,8 @@ def test_every_trl_grpo_field_is_ours_or_explained():
     "Each field TRL's GRPOConfig adds to TrainingArguments is a GRPOConfig field here, or refused with what grpo_edu does instead."
     import dataclasses
     from transformers import TrainingArguments
-    from grpo_edu.config import FIELD_NAMES, not_a_field
+    from grpo_edu.config import FIELD_NAMES
+    from grpo_edu.recipe import not_a_field
     base = {f.name for f in dataclasses.fields(TrainingArguments)}
     theirs = [f.name for f in dataclasses.fields(TRLConfig) if f.name not in base]
     assert len(theirs) > 60
@@ -498,18 +499,16 @@ def test_sampler_correction_equals_trl(tmp_path, mode, loss_type, extra):
     g_trl = torch.autograd.grad(loss_trl, params)
     ids, attn = torch.cat([pids, cids], 1), torch.cat([pmask, cmask], 1)
     logps = per_token_logps(model, ids, attn, cids.size(1))
-    options = LossOptions.from_config(t.args)
     beta = extra.get("beta", 0.0)
-    ours_loss = grpo_loss(logps, old, out.get("ref_per_token_logps") if beta else None, out["advantages"], cmask, beta=beta,
-                          epsilon=0.2, epsilon_high=extra.get("epsilon_high"), loss_type=loss_type, max_completion_length=6,
-                          options=options, num_items_in_batch=out["num_items_in_batch"],
-                          sampler=SamplerCorrection(ours_ratio, logq))
+    options = dataclasses.replace(LossOptions.from_config(t.args), num_items_in_batch=out["num_items_in_batch"])
+    assert (options.beta, options.loss_type, options.epsilon_high) == (beta, loss_type, extra.get("epsilon_high"))
+    assert (options.epsilon, options.max_completion_length) == (0.2, 6)           # read from TRL's config by name
+    ours_loss, _ = grpo_loss(logps, old, out.get("ref_per_token_logps") if beta else None, out["advantages"], cmask,
+                             options, SamplerCorrection(ours_ratio, logq))
     g_ours = torch.autograd.grad(ours_loss, params, retain_graph=True)
     assert ours_loss.item() == pytest.approx(loss_trl.item(), rel=1e-5, abs=1e-7)
     for a, b in zip(g_ours, g_trl): torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)
     assert max(x.abs().max().item() for x in g_trl) > 1e-5
-    plain = grpo_loss(logps, old, out.get("ref_per_token_logps") if beta else None, out["advantages"], cmask, beta=beta,
-                      epsilon_high=extra.get("epsilon_high"), loss_type=loss_type, max_completion_length=6, options=options,
-                      num_items_in_batch=out["num_items_in_batch"])
+    plain, _ = grpo_loss(logps, old, out.get("ref_per_token_logps") if beta else None, out["advantages"], cmask, options)
     g_plain = torch.autograd.grad(plain, params)
     assert max((a - b).abs().max().item() for a, b in zip(g_plain, g_trl)) > 1e-6     # the correction changed the step

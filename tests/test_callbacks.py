@@ -1,0 +1,94 @@
+"""transformers' TrainerCallback objects through GRPOTrainer(callbacks=...): the events transformers' Trainer calls,
+with its TrainerState and TrainerControl, a callback that stops the run, and TR-DPO's reference sync as a callback."""
+import json
+import torch
+from transformers import TrainerCallback
+from grpo_edu.config import GRPOConfig
+from grpo_edu.toy import addition_dataset, toy_model, toy_tokenizer
+from grpo_edu.trainer import GRPOTrainer, SyncRefModelCallback
+
+
+class Recorder(TrainerCallback):
+    "Every event with the step it came at; the logged rows; a stop once `stop_at` optimizer steps are done."
+    def __init__(self, stop_at=None):
+        self.stop_at, self.events, self.logs = stop_at, [], []
+
+    def on_train_begin(self, args, state, control, **kw):
+        self.events.append(("train_begin", state.global_step))
+
+    def on_step_end(self, args, state, control, **kw):
+        self.events.append(("step_end", state.global_step))
+        if self.stop_at is not None and state.global_step >= self.stop_at:
+            control.should_training_stop = True
+
+    def on_log(self, args, state, control, logs=None, **kw):
+        self.events.append(("log", state.global_step))
+        self.logs.append(dict(logs))
+
+    def on_evaluate(self, args, state, control, metrics=None, **kw):
+        self.events.append(("evaluate", state.global_step, metrics["n"]))
+
+    def on_save(self, args, state, control, **kw):
+        self.events.append(("save", state.global_step))
+
+    def on_train_end(self, args, state, control, **kw):
+        self.events.append(("train_end", state.global_step))
+
+
+def lengths(completions, **kw):
+    "A reward that varies: the completion's length."
+    return [float(len(c)) for c in completions]
+
+
+def trainer(tmp_path, callbacks, **kw):
+    "A tiny toy run on the CPU with these callbacks."
+    tok = toy_tokenizer()
+    args = GRPOConfig(output_dir=str(tmp_path), num_generations=4, per_device_train_batch_size=16,
+                      max_completion_length=5, report_to="none", bf16=False, **kw)
+    return GRPOTrainer(toy_model(tok, seed=0), lengths, args, addition_dataset(64, seed=1),
+                       addition_dataset(8, seed=2), processing_class=tok, callbacks=callbacks)
+
+
+def test_a_callback_stops_the_run_and_sees_the_logged_rows(tmp_path):
+    rec = Recorder(stop_at=3)
+    tr = trainer(tmp_path, [rec], max_steps=10, logging_steps=2)
+    summary = tr.train()
+    assert summary["steps"] == 3 and tr.step == 3 and "eval_after" in summary   # ended as a finished run
+    written = [json.loads(line) for line in open(tmp_path / "metrics.jsonl")]
+    assert [r["step"] for r in written] == [2, 3]                 # step 3 is the last: its window is logged
+    assert rec.logs == written and tr.state.log_history == written
+    assert all("loss" in r and "reward" in r for r in rec.logs)
+    assert rec.events[0] == ("train_begin", 0) and rec.events[-1] == ("train_end", 3)
+    assert [e for e in rec.events if e[0] == "step_end"] == [("step_end", s) for s in (1, 2, 3)]
+    assert [e for e in rec.events if e[0] == "save"] == [("save", 3)]   # the final checkpoint
+
+
+def test_evaluate_and_save_events_follow_eval_steps_and_save_steps(tmp_path):
+    rec = Recorder()
+    trainer(tmp_path, [rec], max_steps=4, logging_steps=1, eval_steps=2, save_steps=2).train()
+    assert [e for e in rec.events if e[0] in ("evaluate", "save")] == [
+        ("evaluate", 2, 8), ("save", 2), ("save", 4)]               # the last step's is eval_after
+    assert [e[1] for e in rec.events if e[0] == "log"] == [1, 2, 3, 4]
+
+
+def test_tr_dpo_is_trls_sync_ref_model_callback(tmp_path):
+    tr = trainer(tmp_path, [], max_steps=2, beta=0.04, sync_ref_model=True, ref_model_sync_steps=2,
+                 ref_model_mixup_alpha=0.5, learning_rate=1e-2)
+    assert [type(c).__name__ for c in tr.callback_handler.callbacks] == ["GRPOFlowCallback",
+                                                                         "SyncRefModelCallback"]
+    ref_before = [p.detach().clone() for p in tr.ref_model.parameters()]
+    moved = []
+    sync = tr.callback_handler.callbacks[1]
+    on_step_end = sync.on_step_end
+    def watched(args, state, control, **kw):
+        before = [p.detach().clone() for p in tr.ref_model.parameters()]
+        on_step_end(args, state, control, **kw)
+        moved.append(any(not torch.equal(a, b) for a, b in zip(before, tr.ref_model.parameters())))
+    sync.on_step_end = watched
+    tr.train()
+    assert moved == [False, True]                                  # every ref_model_sync_steps = 2 steps
+    policy = tr.accelerator.unwrap_model(tr.model)
+    for p0, ref, pol in zip(ref_before, tr.ref_model.parameters(), policy.parameters()):
+        # π_ref ← α·π_θ + (1 − α)·π_ref with the weights π_θ had after step 2 (its last step)
+        torch.testing.assert_close(ref, 0.5 * pol.detach() + 0.5 * p0, rtol=1e-5, atol=1e-6)
+    assert isinstance(sync, SyncRefModelCallback)

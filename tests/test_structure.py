@@ -1,0 +1,93 @@
+"""The package's shape, measured: what a reader meets when they open the code after the chapters. Each number here
+is a promise of `../DESIGN`-style readability (one room per idea, one exported function per cell with its test
+below it, lines a reader takes in at a glance), kept by the test rather than by memory."""
+import ast
+import inspect
+import json
+import re
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGE = REPO / "grpo_edu"
+GENERATED = {"_modidx.py"}
+
+
+def package_lines() -> list[str]:
+    "Every line of the package's modules (the generated index aside)."
+    return [line for p in sorted(PACKAGE.glob("*.py")) if p.name not in GENERATED
+            for line in p.read_text().splitlines()]
+
+
+def code_cells(nb: Path) -> list[str]:
+    "The sources of a notebook's code cells, in order."
+    cells = json.loads(nb.read_text())["cells"]
+    return ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
+
+
+def is_export(source: str) -> bool:
+    "Whether a code cell exports into the package (`#| export` or `#| exports`)."
+    return any(re.fullmatch(r"#\|\s*exports?\s*", line.strip()) for line in source.splitlines())
+
+
+def export_cells_shown(nb: Path) -> tuple[int, int]:
+    "(export cells followed by a cell that shows or tests them, export cells) in one notebook."
+    cells = code_cells(nb)
+    exports = [i for i, source in enumerate(cells) if is_export(source)]
+    shown = [i for i in exports if i + 1 < len(cells) and not is_export(cells[i + 1])]
+    return len(shown), len(exports)
+
+
+def test_long_lines_are_rare():
+    lines = package_lines()
+    long = [line for line in lines if len(line) >= 100]
+    assert len(long) < 0.05 * len(lines), f"{len(long)} of {len(lines)} package lines are ≥ 100 characters"
+    assert max(len(line) for line in lines) <= 110
+
+
+def test_methods_are_patched_not_assigned():
+    assigned = [line for line in package_lines() if re.fullmatch(r"[A-Z]\w*\.(\w+) = \1", line.strip())]
+    assert not assigned, f"use fastcore's @patch: {assigned[:5]}"
+
+
+def test_export_cells_are_followed_by_their_tests():
+    counts = [export_cells_shown(nb) for nb in sorted((REPO / "nbs").rglob("*.ipynb"))]
+    shown, total = sum(c[0] for c in counts), sum(c[1] for c in counts)
+    assert shown >= 0.8 * total, f"only {shown} of {total} export cells are followed by a cell that uses them"
+
+
+def test_grpo_loss_takes_few_parameters():
+    from grpo_edu.loss import grpo_loss
+    assert len(inspect.signature(grpo_loss).parameters) <= 8
+
+
+def test_config_holds_the_dataclass_and_its_validation_only():
+    source = (PACKAGE / "config.py").read_text()
+    imported = {alias.name.split(".")[0] for node in ast.walk(ast.parse(source))
+                if isinstance(node, (ast.Import, ast.ImportFrom)) for alias in node.names}
+    imported |= {node.module.split(".")[0] for node in ast.walk(ast.parse(source))
+                 if isinstance(node, ast.ImportFrom) and node.module}
+    assert not imported & {"argparse", "yaml", "json", "os"}, "text and files are read by the cli and recipe"
+    for name in ("FieldParser", "parse_config", "config_from_dict", "as_config", "from_trl", "check_paths"):
+        assert f"def {name}" not in source and f"class {name}" not in source, name
+    assert len(source.splitlines()) <= 650                # the dataclass (~280 lines) and its checks
+
+
+def test_core_math_knows_no_sharding():
+    source = (PACKAGE / "logprobs.py").read_text()
+    assert not re.search(r"DTensor|FlatParameter|ds_id", source)
+
+
+def test_one_name_for_optimizer_steps_per_generation():
+    other_names = r"\b(generate_every|steps_per_round|steps_between_generations|generation_steps)\b"
+    used = [line for line in package_lines() if re.search(other_names, line)]
+    assert not used, f"say optimizer_steps_per_generation: {used[:5]}"
+
+
+def test_every_public_function_says_what_it_returns():
+    missing = []
+    for p in sorted(PACKAGE.glob("*.py")):
+        if p.name in GENERATED or p.name == "__init__.py": continue
+        for node in ast.parse(p.read_text()).body:
+            public = isinstance(node, ast.FunctionDef) and not node.name.startswith("_")
+            if public and node.returns is None and not node.decorator_list: missing.append(f"{p.stem}.{node.name}")
+    assert not missing, f"give these a return type: {missing}"
