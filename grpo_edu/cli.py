@@ -338,6 +338,11 @@ class EvalArguments:
         "auto: the static-cache CUDA-graph sampler on CUDA, HF generate elsewhere; static; hf"))
     chat_template_kwargs: dict | None = HfArg(default=None, help=(
         'extra chat-template variables, e.g. \'{"enable_thinking": false}\' (Qwen3)'))
+    tools: list[str] | None = HfArg(default=None, help=(
+        "the model's tools as import paths (my_tools:multiply), as in a recipe: greedy multi-turn "
+        "tool rollouts, and the share of problems that called a tool"))
+    max_tool_calling_iterations: int | None = HfArg(default=None, help=(
+        "tool rounds per completion, with --tools (none: until max_new_tokens is spent)"))
     output: str | None = HfArg(default=None, help="also write the result to this JSON file")
 
 EVAL_ABOUT = (
@@ -393,6 +398,7 @@ def cmd_eval(argv: list[str]) -> int:
     if args.max_samples: dataset = dataset.select(range(min(args.max_samples, len(dataset))))
     model, tokenizer = load_policy(args.model, "auto")
     model.to("cuda" if torch.cuda.is_available() else "cpu")
+    if args.tools: return _eval_with_tools(args, model, tokenizer, dataset)
     result = evaluate_dataset(
         model,
         tokenizer,
@@ -414,6 +420,27 @@ def cmd_eval(argv: list[str]) -> int:
         print(f"pass@{args.pass_k} (T={args.temperature}) = {result[f'pass@{args.pass_k}']:.1%}")
     if args.output:
         write_json(args.output, {"model": args.model, "dataset": args.dataset, **result})
+    return 0
+
+# %% ../nbs/api/18_cli.ipynb #a290fe33
+def _eval_with_tools(args: EvalArguments, model, tokenizer, dataset) -> int:
+    "`grpo-edu eval --tools`: greedy pass@1 with tool rollouts, and the tool-call rate."
+    from grpo_edu.config import flat_list
+    from grpo_edu.evaluation import evaluate_tool_dataset
+    from grpo_edu.monitor import write_json
+    from grpo_edu.tools import check_tool_tokenizer, load_tools
+    if args.pass_k > 1:
+        raise GRPOEduError("--pass_k with --tools is not supported: tool rollouts are greedy here. "
+                           "Drop --pass_k, or evaluate without --tools.")
+    tools = load_tools(flat_list(args.tools))      # `a,b` or `a b`, as in train
+    tokenizer = check_tool_tokenizer(tokenizer, args.chat_template_kwargs)
+    result = evaluate_tool_dataset(model, tokenizer, dataset, tools, args.max_new_tokens,
+                                   args.batch_size, args.max_tool_calling_iterations,
+                                   args.rollout_engine, args.chat_template_kwargs)
+    low, high = result["ci95"]
+    print(f"pass@1 (greedy, with tools) = {result['pass@1']:.1%}  95% CI [{low:.1%}, {high:.1%}] "
+          f" n={result['n']}  tool-call rate {result['tool_call_rate']:.1%}")
+    if args.output: write_json(args.output, {"model": args.model, "dataset": args.dataset, **result})
     return 0
 
 # %% ../nbs/api/18_cli.ipynb #ce99dfa5

@@ -15,7 +15,7 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/evaluation.html.md"""
 # %% auto #0
 __all__ = ['wilson_interval', 'pass_at_k', 'completion_texts', 'answer_rewards', 'made_tool_call',
            'ToolScores', 'tool_answer_rewards', 'greedy_accuracy', 'evaluate_dataset',
-           'process_share', 'evaluate_on_processes']
+           'evaluate_tool_dataset', 'process_share', 'evaluate_on_processes']
 
 # %% ../nbs/api/06_evaluation.ipynb #6d32f6ae
 import math
@@ -198,6 +198,31 @@ def evaluate_dataset(
     if pass_k > 1:
         result[f"pass@{pass_k}"] = sum(per_problem) / len(per_problem) if per_problem else 0.0
     return result
+
+# %% ../nbs/api/06_evaluation.ipynb #50a8d965
+def evaluate_tool_dataset(
+    model, tokenizer,          # the tokenizer checked for tools (check_tool_tokenizer)
+    dataset,                   # rows with `prompt` (chats) and `answer`
+    tools: list,               # the tool functions the model may call
+    max_new_tokens: int,       # the budget of all turns and tool results together
+    batch_size: int = 64,      # prompts per rollout
+    max_tool_calling_iterations: int | None = None,
+    engine: str = "auto",      # rollout engine (see generate_completions)
+    chat_template_kwargs: dict | None = None,
+) -> dict:  # {"n", "pass@1", "ci95": [lo, hi], "tool_call_rate"}
+    "Greedy pass@1 with tool rollouts, its 95% Wilson interval, and the share of rows that called."
+    n, correct, called = len(dataset), 0.0, 0
+    for start in range(0, n, batch_size):
+        rows = [dataset[i] for i in range(start, min(start + batch_size, n))]
+        scores = tool_answer_rewards(model, tokenizer, [r["prompt"] for r in rows],
+                                     [r["answer"] for r in rows], tools, max_new_tokens,
+                                     max_tool_calling_iterations=max_tool_calling_iterations,
+                                     engine=engine, chat_template_kwargs=chat_template_kwargs)
+        correct += sum(scores.rewards)
+        called += sum(scores.called)
+    return {"n": n, "pass@1": correct / n if n else 0.0,
+            "ci95": list(wilson_interval(int(round(correct)), n)),
+            "tool_call_rate": called / n if n else 0.0}
 
 # %% ../nbs/api/06_evaluation.ipynb #89d847bc
 def process_share(

@@ -20,7 +20,7 @@ __all__ = ['TRACKER_BUILDERS', 'PLOTS', 'AXES', 'TRAINING', 'UNLABELLED', 'LINE_
            'check_metrics', 'png_name', 'metric_curve', 'y_limits', 'held_out_points',
            'moving_average', 'run_figures', 'plot_metrics', 'read_run', 'eval_accuracies',
            'plot_run', 'save_config', 'read_config', 'run_labels', 'run_style', 'legend_layout',
-           'compare_runs', 'HealthMonitor', 'RunLog']
+           'compare_runs', 'HealthMonitor', 'eval_metrics', 'RunLog']
 
 # %% ../nbs/api/14_monitor.ipynb #b5e2c7a4
 import dataclasses, json, math, os, warnings
@@ -766,6 +766,13 @@ class HealthMonitor:
             "ok": not self.fired,
         }
 
+# %% ../nbs/api/14_monitor.ipynb #2c22f23a
+def eval_metrics(result: dict) -> dict:
+    "A held-out evaluation as metrics.jsonl columns; a tool run's call rate too."
+    row = {"eval_accuracy": result["accuracy"], "eval_n": result["n"]}
+    if "tool_call_rate" in result: row["eval_tool_call_rate"] = result["tool_call_rate"]
+    return row
+
 # %% ../nbs/api/14_monitor.ipynb #2b4f956c
 class RunLog:
     "What a run writes as it trains: metrics.jsonl, trackers, completions, warnings, progress."
@@ -810,7 +817,7 @@ class RunLog:
         if step % self.logging_steps == 0 or step == self.max_steps or stop:
             logged = {"step": step, **window_means(self.window)}
             if evaluation is not None:
-                logged.update(eval_accuracy=evaluation["accuracy"], eval_n=evaluation["n"])
+                logged.update(eval_metrics(evaluation))
             for warning in self.health.update(logged):
                 if self.main:
                     tqdm.write(f"[grpo-edu] warning at step {step}: {HEALTH_ADVICE[warning]}")
@@ -840,7 +847,7 @@ class RunLog:
         )
         if step % self.logging_steps:
             self.writer.write(
-                {"step": step, "eval_accuracy": result["accuracy"], "eval_n": result["n"]}
+                {"step": step, **eval_metrics(result)}
             )
 
     def completions(self, step: int, samples: list) -> None:

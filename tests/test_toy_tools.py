@@ -84,3 +84,20 @@ def test_calculator_round_trips_with_qwen(shared):
     assert accuracy_reward(out.completions, [row["answer"]]) == [1.0] and made_tool_call(messages)
     sampled = out.tool_mask[0][out.completion_mask[0].bool()]
     assert 0 < int((sampled == 0).sum()) < len(sampled)        # the tool's turn is masked out of the loss
+
+
+def test_eval_command_runs_tool_rollouts(tmp_path, capsys):
+    "`grpo-edu eval --tools`: a saved tool model is scored on its final answers, with its tool-call rate."
+    import json
+    from grpo_edu.cli import cmd_eval
+    tok = toy_tool_tokenizer()
+    toy_model(tok).save_pretrained(tmp_path / "model")
+    tok.save_pretrained(tmp_path / "model")
+    argv = ["--model", str(tmp_path / "model"), "--dataset", "multiply", "--max_samples", "6",
+            "--max_new_tokens", "40", "--tools", "grpo_edu.toy_tools:multiply",
+            "--max_tool_calling_iterations", "1", "--output", str(tmp_path / "eval.json")]
+    with patch("grpo_edu.tools.generate_completions", scripted_generate(caller)):
+        assert cmd_eval(argv) == 0
+    result = json.loads((tmp_path / "eval.json").read_text())
+    assert (result["n"], result["pass@1"], result["tool_call_rate"]) == (6, 1.0, 1.0)
+    assert "tool-call rate 100.0%" in capsys.readouterr().out
