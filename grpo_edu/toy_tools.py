@@ -33,7 +33,7 @@ import torch
 from datasets import Dataset
 from tokenizers import Tokenizer, decoders, models
 from transformers import PreTrainedTokenizerFast
-from .evaluation import evaluate_on_processes, wilson_interval
+from .evaluation import evaluate_tool_dataset, wilson_interval
 from .tools import tool_schemas
 from .toy import TOY_CHARS, cached_warm_start, toy_model
 
@@ -205,12 +205,6 @@ def toy_tool_policy(
     return model, tokenizer
 
 # %% ../nbs/api/07b_toy_tools.ipynb #257d0fa1
-class _OneProcess:
-    "A single process's accelerator: all rows, no autocast, the sum over processes is itself."
-    process_index, num_processes, is_main_process, device = 0, 1, True, "cpu"
-    def autocast(self): return torch.autocast("cpu", enabled=False)
-    def reduce(self, tensor, op): return tensor
-
 def tool_evaluation(
     model, tokenizer,
     dataset,                        # rows with `prompt` and `answer`
@@ -218,12 +212,11 @@ def tool_evaluation(
     batch_size: int = 100,
 ) -> dict:                          # n, accuracy, call_rate, each with its 95% Wilson interval
     "Greedy tool rollouts with `multiply`: held-out accuracy and the share of rollouts that call."
-    result = evaluate_on_processes(model, tokenizer, dataset, _OneProcess(), max_completion_length,
-                                   batch_size=batch_size, tools=[multiply])
-    n = result["n"]
-    correct, calls = round(result["accuracy"] * n), round(result["tool_call_rate"] * n)
-    return {"n": n, "accuracy": result["accuracy"], "accuracy_ci95": wilson_interval(correct, n),
-            "call_rate": result["tool_call_rate"], "call_rate_ci95": wilson_interval(calls, n)}
+    result = evaluate_tool_dataset(model, tokenizer, dataset, [multiply], max_completion_length,
+                                   batch_size)
+    n, rate = result["n"], result["tool_call_rate"]
+    return {"n": n, "accuracy": result["pass@1"], "accuracy_ci95": tuple(result["ci95"]),
+            "call_rate": rate, "call_rate_ci95": wilson_interval(round(rate * n), n)}
 
 # %% ../nbs/api/07b_toy_tools.ipynb #5c8a0c09
 _ARITHMETIC = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,

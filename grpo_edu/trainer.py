@@ -67,14 +67,8 @@ from grpo_edu.rewards import (
 )
 from .rewards import reward_name, score_completions, weighted_rewards
 from .rollout import encode_prompts, generate_completions, warn_long_prompts
-from grpo_edu.tools import (
-    tool_schemas,
-    check_tool_tokenizer,
-    encode_tool_prompts,
-    load_tools,
-    tool_metrics,
-    tool_rollout,
-)
+from .tools import check_tool_tokenizer, encode_tool_prompts, load_tools, tool_metrics
+from .tools import tool_rollout, tool_schemas
 
 # %% ../nbs/api/15_trainer.ipynb #5cae097e
 class GRPOTrainer:
