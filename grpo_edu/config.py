@@ -32,21 +32,17 @@ from .preflight import tracker_names
 class GRPOConfig:
     "Everything a GRPO run needs. Batch sizes count completions, as in TRL (PR 2776)."
     # model and data
-    model_name_or_path: str = HfArg(default="toy", help=(
-        'a Hub id, a local path, or "toy" (the embedded model)'))
+    model_name_or_path: str = HfArg(default="toy", help='a Hub id, a local path, or "toy"')
     dataset: str = HfArg(default="toy", help=(
         '"toy", "multiply" (the tool toy), "gsm8k", "tldr", or a local '
         ".jsonl/.json/.csv/.parquet file with a `prompt` column"))
     dataset_path: str | None = HfArg(default=None, help=(
-        "a local copy of GSM8K (a file, or a folder of train.jsonl and test.jsonl), used with "
-        "dataset gsm8k"))
+        "a local GSM8K copy (a file, or a folder of train.jsonl, test.jsonl) for dataset gsm8k"))
     eval_dataset: str | None = HfArg(default="auto", help=(
         "auto: the task's test split when it has an `answer` column; none: no evaluation"))
-    eval_max_samples: int | None = HfArg(default=None, help=(
-        "evaluate on the first N eval prompts (none: all)"))
+    eval_max_samples: int | None = HfArg(default=None, help="the first N eval prompts (none: all)")
     eval_steps: int = HfArg(default=0, help=(
-        "also evaluate every N steps, logged as eval_accuracy (0: before and after training "
-        "only)"))
+        "evaluate every N steps, logged as eval_accuracy (0: before and after training only)"))
     reward_funcs: list[str] = HfArg(default_factory=lambda: ["accuracy"], help=(
         "built-in names, my_module.my_func, or reward-model ids: a,b (or a b)"))
     reward_weights: list[float] | None = HfArg(default=None, help=(
@@ -61,24 +57,19 @@ class GRPOConfig:
         "train LoRA adapters (peft) on a frozen model instead of every weight; π_ref is then "
         "the model with its adapters off, no second copy"))
     lora_r: int = HfArg(default=16, help="the adapters' rank r")
-    lora_alpha: int = HfArg(default=32, help=(
-        "LoRA's α: the update is (α/r)·B·A (α/√r with use_rslora)"))
+    lora_alpha: int = HfArg(default=32, help="the update is (α/r)·B·A (α/√r with use_rslora)")
     lora_dropout: float = HfArg(default=0.05, help="dropout on the adapters' input while training")
     lora_target_modules: list[str] | None = HfArg(default=None, help=(
-        "the layers to adapt, e.g. q_proj,v_proj, or all-linear (none: peft's default, "
-        "q_proj,v_proj for Qwen2)"))
+        "layers to adapt, e.g. q_proj,v_proj or all-linear (none: peft's default for the model)"))
     lora_modules_to_save: list[str] | None = HfArg(default=None, help=(
         "whole modules trained and saved beside the adapters (e.g. lm_head)"))
-    lora_task_type: str = HfArg(default="CAUSAL_LM", help=(
-        "peft's task type: the policy is a causal LM"))
-    use_rslora: bool = HfArg(default=False, help=(
-        "rank-stabilised LoRA: the update scaled by α/√r, not α/r"))
+    lora_task_type: str = HfArg(default="CAUSAL_LM", help="peft's task type: a causal LM")
+    use_rslora: bool = HfArg(default=False, help="rank-stabilised LoRA: scale by α/√r, not α/r")
     use_dora: bool = HfArg(default=False, help=(
         "DoRA: the adapters change each weight row's direction, a trained vector its magnitude"))
     load_in_4bit: bool = HfArg(default=False, help=(
         "QLoRA: the frozen model's linear layers in 4 bits (bitsandbytes, CUDA); needs use_peft"))
-    bnb_4bit_quant_type: str = HfArg(default="nf4", help=(
-        "the 4-bit data type: nf4 (QLoRA's) or fp4"))
+    bnb_4bit_quant_type: str = HfArg(default="nf4", help="4-bit data type: nf4 (QLoRA's) or fp4")
     use_bnb_nested_quant: bool = HfArg(default=False, help=(
         "double quantization: the 4-bit blocks' scales in 8 bits too (0.37 bit a weight less)"))
     # batch (TRL semantics: per_device_train_batch_size counts completions)
@@ -99,8 +90,7 @@ class GRPOConfig:
     max_completion_length: int = HfArg(default=256, help="new tokens per completion")
     chat_template_kwargs: dict | None = HfArg(default=None, help=(
         'extra chat-template variables, e.g. {"enable_thinking": false} for Qwen3'))
-    temperature: float = HfArg(default=1.0, help=(
-        "sampling temperature; log-probs are scored at it too (as TRL)"))
+    temperature: float = HfArg(default=1.0, help="sampling and scoring temperature (as TRL)")
     top_p: float = HfArg(default=1.0, help=(
         "nucleus sampling: the smallest set of tokens with this much probability (1.0: off)"))
     top_k: int = HfArg(default=0, help="sample among the k likeliest tokens (0: no top-k filter)")
@@ -122,8 +112,7 @@ class GRPOConfig:
     tool_timeout: float | None = HfArg(default=60.0, help=(
         "seconds a tool call may run before it fails with an error result (none: no limit)"))
     # loss
-    beta: float = HfArg(default=0.0, help=(
-        "KL weight; 0 means no reference model is loaded (TRL's default)"))
+    beta: float = HfArg(default=0.0, help="KL weight; 0 (TRL's default) loads no reference model")
     sync_ref_model: bool = HfArg(default=False, help=(
         "TR-DPO: every ref_model_sync_steps, π_ref ← α·π_θ + (1 − α)·π_ref (needs beta > 0)"))
     ref_model_mixup_alpha: float = HfArg(default=0.6, help="α of that update (TRL's default)")
@@ -137,18 +126,14 @@ class GRPOConfig:
         "token (GRPO) | sequence (GSPO: one clipped ratio per completion)"))
     delta: float | None = HfArg(default=None, help=(
         "two-sided clipping (INTELLECT-2): also cap ρ at delta when A < 0 (none: off)"))
-    sapo_temperature_pos: float = HfArg(default=1.0, help=(
-        "loss_type=sapo: the gate's temperature for A > 0"))
-    sapo_temperature_neg: float = HfArg(default=1.05, help=(
-        "loss_type=sapo: the gate's temperature for A ≤ 0"))
-    vespo_k_pos: float = HfArg(default=2.0, help=(
-        "loss_type=vespo: the Gamma weight's power for A ≥ 0"))
+    sapo_temperature_pos: float = HfArg(default=1.0, help="SAPO's gate temperature for A > 0")
+    sapo_temperature_neg: float = HfArg(default=1.05, help="SAPO's gate temperature for A ≤ 0")
+    vespo_k_pos: float = HfArg(default=2.0, help="loss_type=vespo: Gamma weight power for A ≥ 0")
     vespo_lambda_pos: float = HfArg(default=3.0, help="loss_type=vespo: its decay for A ≥ 0")
     vespo_k_neg: float = HfArg(default=3.0, help="loss_type=vespo: the power for A < 0")
     vespo_lambda_neg: float = HfArg(default=2.0, help="loss_type=vespo: the decay for A < 0")
     off_policy_mask_threshold: float | None = HfArg(default=None, help=(
-        "DeepSeek-V3.2: drop Â < 0 completions whose mean log(π_old/π_θ) exceeds this (none: "
-        "off)"))
+        "DeepSeek-V3.2: drop Â < 0 completions with mean log(π_old/π_θ) above this (none: off)"))
     vllm_importance_sampling_correction: bool | None = HfArg(default=None, help=(
         "weigh each completion's surrogate by π_old/q, q what the rollout sampled from (TRL's "
         "name; here it corrects grpo_edu's own sampler). none: on where q ≠ π_θ on the same "
@@ -171,18 +156,15 @@ class GRPOConfig:
         "only while the entropy is at or below entropy_target"))
     entropy_coef_min: float = HfArg(default=0.0, help="adaptive: the coefficient's floor")
     entropy_coef_max: float = HfArg(default=1.0, help="adaptive: the coefficient's ceiling")
-    entropy_coef_delta: float = HfArg(default=0.005, help=(
-        "adaptive: its change per optimizer step"))
-    entropy_target: float = HfArg(default=0.2, help=(
-        "adaptive: the target mean token entropy (nats)"))
+    entropy_coef_delta: float = HfArg(default=0.005, help="adaptive: its change per step")
+    entropy_target: float = HfArg(default=0.2, help="adaptive: the target mean entropy (nats)")
     scale_rewards: str = HfArg(default="group", help="group | batch | none")
     multi_objective_aggregation: str = HfArg(default="sum_then_normalize", help=(
         "sum_then_normalize | normalize_then_sum (GDPO: each reward normalised per group first)"))
     mask_truncated_completions: bool = HfArg(default=False, help=(
         "drop completions that hit max_completion_length from the loss"))
     # optimisation
-    learning_rate: float = HfArg(default=1e-6, help=(
-        "AdamW's step size (1e-6 is typical for a 0.5B model)"))
+    learning_rate: float = HfArg(default=1e-6, help="AdamW's step size (1e-6 suits a 0.5B model)")
     weight_decay: float = HfArg(default=0.0, help="AdamW's decoupled weight decay")
     adam_beta1: float = HfArg(default=0.9, help="AdamW's β1")
     adam_beta2: float = HfArg(default=0.999, help="AdamW's β2")
@@ -193,11 +175,9 @@ class GRPOConfig:
         "linear | cosine | constant | constant_with_warmup"))
     warmup_steps: float = HfArg(default=0, help=(
         "linear warmup: N steps, or a fraction in [0, 1) of them (transformers' meaning)"))
-    warmup_ratio: float = HfArg(default=0.0, help=(
-        "a fraction of the steps, as TRL 0.x recipes give it"))
+    warmup_ratio: float = HfArg(default=0.0, help="warmup as a fraction of the steps (TRL 0.x)")
     max_steps: int = HfArg(default=-1, help="optimizer steps; -1: from num_train_epochs")
-    num_train_epochs: float = HfArg(default=1.0, help=(
-        "passes over the prompts, when max_steps is -1"))
+    num_train_epochs: float = HfArg(default=1.0, help="passes over the prompts if max_steps is -1")
     shuffle_dataset: bool = HfArg(default=True, help=(
         "a new random prompt order every epoch (false: the dataset's order)"))
     disable_dropout: bool = HfArg(default=False, help=(
@@ -210,26 +190,21 @@ class GRPOConfig:
         "micro-batches of similar completion lengths, each cut to its longest"))
     optim: str = HfArg(default="adamw_torch", help=(
         "adamw_torch | adamw_8bit (bitsandbytes, CUDA: 2 bytes of state per parameter)"))
-    bf16: bool | None = HfArg(default=None, help=(
-        "bf16 autocast; none: on when the GPU supports it"))
+    bf16: bool | None = HfArg(default=None, help="bf16 autocast (none: on where the GPU has it)")
     use_cpu: bool = HfArg(default=False, help=(
         "run on the CPU even where a GPU is visible (transformers' name; the toy sets it)"))
-    seed: int = HfArg(default=42, help=(
-        "prompt order, sampling, dropout, and the toy model's weights"))
+    seed: int = HfArg(default=42, help="prompt order, sampling, dropout, the toy model's weights")
     # output
     output_dir: str = HfArg(default="runs/grpo", help=(
         "metrics.jsonl, plots/, checkpoints and summary.json go here"))
     logging_steps: int = HfArg(default=1, help="a metrics.jsonl row every N optimizer steps")
     save_steps: int = HfArg(default=0, help="checkpoint every N steps (0: only at the end)")
-    save_total_limit: int | None = HfArg(default=2, help=(
-        "keep the newest N checkpoints (none: all)"))
-    log_completions: bool = HfArg(default=False, help=(
-        "write a few completions per step to completions.jsonl"))
+    save_total_limit: int | None = HfArg(default=2, help="keep the last N checkpoints (none: all)")
+    log_completions: bool = HfArg(default=False, help="write completions.jsonl (a few per step)")
     num_completions_to_print: int = HfArg(default=4, help=(
         "completions per step that log_completions writes"))
     report_to: list[str] = HfArg(default_factory=list, help=(
-        "trackers that also get the metrics: tensorboard, wandb, trackio, all (those installed) "
-        "or none; a,b for several"))
+        "trackers for the metrics too: tensorboard, wandb, trackio, all (installed), none; a,b"))
     resume_from_checkpoint: str | None = HfArg(default=None, help=(
         'a checkpoint folder, or "latest" in output_dir'))
     overwrite_output_dir: bool = HfArg(default=False, help=(
@@ -244,9 +219,8 @@ class GRPOConfig:
 
     def __post_init__(self):
         "One spelling for what the faces write differently: lists (a,b c), report_to, a TRL dtype."
-        self.reward_funcs, self.reward_weights = flat_list(self.reward_funcs), flat_list(
-            self.reward_weights
-        )
+        self.reward_funcs = flat_list(self.reward_funcs)
+        self.reward_weights = flat_list(self.reward_weights)
         self.tools = flat_list(self.tools)
         self.lora_target_modules = flat_list(self.lora_target_modules)
         self.lora_modules_to_save = flat_list(self.lora_modules_to_save)
@@ -262,17 +236,13 @@ class GRPOConfig:
             # torch.bfloat16 or "bfloat16" -> "bfloat16"
             value = str(kw.pop(key)).removeprefix("torch.")
             if value not in ("float32", "bfloat16", "float16", "auto"):
-                raise GRPOEduError(
-                    f"model_init_kwargs.{key}={value!r}: use float32, bfloat16, float16 or "
-                    "auto (or set torch_dtype)."
-                )
+                raise GRPOEduError(f"model_init_kwargs.{key}={value!r}: use float32, bfloat16,"
+                                   " float16 or auto (or set torch_dtype).")
             # float32 is the default: a named one wins
             if self.torch_dtype not in ("float32", value):
-                raise GRPOEduError(
-                    f"model_init_kwargs.{key}={value!r} and torch_dtype={self.torch_dtype!r} "
-                    "disagree on the weights' dtype: keep one of them (torch_dtype is "
-                    "grpo_edu's name for it)."
-                )
+                raise GRPOEduError(f"model_init_kwargs.{key}={value!r} and"
+                                   f" torch_dtype={self.torch_dtype!r} disagree on the weights'"
+                                   " dtype: keep one (torch_dtype is grpo_edu's name for it).")
             self.torch_dtype = kw["dtype"] = value  # (reward models read it there, as in TRL)
         self.model_init_kwargs = kw
 
@@ -283,10 +253,8 @@ class GRPOConfig:
 
     def prompts_per_step(self, num_processes: int = 1) -> int:
         "Prompts in one optimizer step across all processes: batch × accumulation × processes / G."
-        completions = (
-            self.per_device_train_batch_size * self.gradient_accumulation_steps * num_processes
-        )
-        return completions // self.num_generations
+        micro_batches = self.gradient_accumulation_steps * num_processes
+        return self.per_device_train_batch_size * micro_batches // self.num_generations
 
     def micro_batches_per_generation(self, num_processes: int = 1) -> int:
         "Micro-batches per generation (TRL's steps_per_generation), from whichever field sets it."
@@ -343,8 +311,7 @@ RANGES = {
                                     "a number of rounds ≥ 0, or none for no limit"),
     "tool_timeout": (lambda v: v > 0, "> 0 seconds, or none for no limit"),
     "lm_head_chunk_size": (lambda v: v >= 0,
-                           "a whole number ≥ 0 (256 is a good default; 0 "
-                           "keeps the whole (batch, length, vocab) logits)"),
+                           "a whole number ≥ 0 (256 is typical; 0: all (batch, length, vocab))"),
     "max_grad_norm": (lambda v: v >= 0, "≥ 0 (1.0 is typical; 0 turns clipping off)"),
     "adam_epsilon": (lambda v: v > 0, "> 0 (1e-8 is typical)"),
     "warmup_steps": (lambda v: v >= 0 and (v < 1 or float(v).is_integer()),
@@ -361,8 +328,7 @@ RANGES = {
     "num_completions_to_print": (lambda v: v >= 0, "≥ 0"),
     "seed": (lambda v: 0 <= v < 2**32, "in [0, 2**32) (numpy's range; 42 is TRL's default)"),
     "ref_model_mixup_alpha": (lambda v: 0 <= v <= 1,
-                              "in [0, 1] (TR-DPO's and TRL's default "
-                              "is 0.6; 1 copies π_θ into π_ref)"),
+                              "in [0, 1] (TRL's default is 0.6; 1 copies π_θ into π_ref)"),
     "ref_model_sync_steps": (lambda v: v >= 1, "≥ 1 (TRL's default is 512)"),
     "vespo_k_pos": (lambda v: v >= 0, "≥ 0 (VESPO's default is 2.0)"),
     "vespo_k_neg": (lambda v: v >= 0, "≥ 0 (VESPO's default is 3.0)"),
@@ -373,8 +339,7 @@ RANGES = {
     "vllm_importance_sampling_clip_min": (lambda v: v >= 0,
                                           "≥ 0, or none: no bound (TRL's default)"),
     "off_policy_mask_threshold": (lambda v: v >= 0,
-                                  "≥ 0 (DeepSeek-V3.2 suggests values "
-                                  "like 0.5), or none for no mask"),
+                                  "≥ 0 (DeepSeek-V3.2 suggests 0.5), or none: no mask"),
     "sapo_temperature_pos": (lambda v: v > 0, "> 0 (SAPO's default is 1.0)"),
     "sapo_temperature_neg": (lambda v: v > 0, "> 0 (SAPO's default is 1.05)"),
     "entropy_coef": (lambda v: math.isfinite(v),
@@ -382,14 +347,12 @@ RANGES = {
     "entropy_coef_delta": (lambda v: v > 0, "> 0 (TRL's default is 0.005)"),
     "entropy_target": (lambda v: v >= 0, "≥ 0 nats (TRL's default is 0.2)"),
     "top_entropy_quantile": (lambda v: 0 < v <= 1,
-                             "in (0, 1]: the top fraction of tokens by entropy "
-                             "to train on (1.0: all, 0.2 is the paper's)"),
+                             "in (0, 1]: the top fraction of tokens by entropy (1.0: all, 0.2)"),
     "toy_warm_start_steps": (lambda v: v >= 0, "≥ 0 (0: no warm start)"),
     "toy_warm_start_accuracy": (lambda v: 0 <= v <= 1, "in [0, 1]"),
     "toy_tool_fraction": (lambda v: 0 <= v <= 1, "in [0, 1]"),
     "lora_r": (lambda v: v >= 1,
-               "a positive integer: the adapters' rank "
-               "(TRL's default is 16; 0 would train nothing)"),
+               "a positive integer: the adapters' rank (TRL's default is 16; 0 trains nothing)"),
     "lora_alpha": (lambda v: v > 0, "> 0: the update is (α/r)·B·A (TRL's default is 32)"),
     "lora_dropout": (lambda v: 0 <= v < 1, "in [0, 1) (TRL's default is 0.05)"),
 }
@@ -424,144 +387,107 @@ def _check_batches(c, num_processes: int) -> None:
     G, mb, P = c.num_generations, c.per_device_train_batch_size, num_processes
     GA = c.gradient_accumulation_steps
     if mb % G:
-        _err(
-            f"per_device_train_batch_size={mb} is not a multiple of num_generations={G}: it counts"
-            f" completions, and each process samples whole groups of {G} (a group's advantage then"
-            " needs no other process). Valid choices:"
-            f" {', '.join(str(G * k) for k in range(1, 5))}, … (or change num_generations to a"
-            f" divisor of {mb})."
-        )
+        _err(f"per_device_train_batch_size={mb} is not a multiple of num_generations={G}: it"
+             f" counts completions, and each process samples whole groups of {G} (a group's"
+             " advantage then needs no other process). Valid choices:"
+             f" {', '.join(str(G * k) for k in range(1, 5))}, … (or change num_generations to a"
+             f" divisor of {mb}).")
     if c.steps_per_generation is not None and c.generation_batch_size is not None:
-        _err(
-            f"steps_per_generation={c.steps_per_generation} and"
-            f" generation_batch_size={c.generation_batch_size} say the same thing two ways"
-            " (generation_batch_size = per_device_train_batch_size × processes ×"
-            " steps_per_generation): set one of them."
-        )
+        _err(f"steps_per_generation={c.steps_per_generation} and"
+             f" generation_batch_size={c.generation_batch_size} say the same thing two ways"
+             " (generation_batch_size = per_device_train_batch_size × processes ×"
+             " steps_per_generation): set one of them.")
     if c.generation_batch_size is not None and c.generation_batch_size % (mb * P):
-        _err(
-            f"generation_batch_size={c.generation_batch_size} counts one generation's completions"
-            f" over all {P} process(es), so it must be a multiple of per_device_train_batch_size ×"
-            f" processes = {mb * P}: e.g. {mb * P * GA} (one optimizer step per generation) or"
-            f" {2 * mb * P * GA} (two)."
-        )
+        _err(f"generation_batch_size={c.generation_batch_size} counts one generation's"
+             f" completions over all {P} process(es), so it must be a multiple of"
+             f" per_device_train_batch_size × processes = {mb * P}: e.g. {mb * P * GA} (one"
+             f" optimizer step per generation) or {2 * mb * P * GA} (two).")
     if (steps := c.micro_batches_per_generation(P)) % GA:
-        what = (
-            f"steps_per_generation={steps}"
-            if c.generation_batch_size is None
-            else (
-                f"generation_batch_size={c.generation_batch_size} ({steps} micro-batches of {mb}"
-                f" on {P} process(es))"
-            )
-        )
-        _err(
-            f"{what} is not a multiple of gradient_accumulation_steps={GA}: grpo_edu spends each"
-            f" generation on whole optimizer steps of {GA} micro-batches. Use steps_per_generation"
-            f" {GA} (one step per generation, the default), {2 * GA} (two steps), … (TRL would"
-            " also let a generation end in the middle of a step)."
-        )
+        what = f"steps_per_generation={steps}"
+        if c.generation_batch_size is not None:
+            what = (f"generation_batch_size={c.generation_batch_size} ({steps} micro-batches of"
+                    f" {mb} on {P} process(es))")
+        _err(f"{what} is not a multiple of gradient_accumulation_steps={GA}: grpo_edu spends"
+             f" each generation on whole optimizer steps of {GA} micro-batches. Use"
+             f" steps_per_generation {GA} (one step per generation, the default), {2 * GA} (two"
+             " steps), … (TRL would also let a generation end in the middle of a step).")
 
 def _check_loss_options(c) -> None:
     "Surrogates that read another field their own way: VESPO's, LUSPO's and CISPO's; and delta."
     if c.loss_type == "vespo" and c.importance_sampling_level != "token":
-        _err(
-            "loss_type=vespo builds its sequence weight from the per-token ratios itself (w = Π_t"
-            " ρ_t): keep --importance_sampling_level token (the default), or use loss_type=grpo"
-            " for GSPO's sequence-level clip."
-        )
+        _err("loss_type=vespo builds its sequence weight from the per-token ratios itself (w ="
+             " Π_t ρ_t): keep --importance_sampling_level token (the default), or use"
+             " loss_type=grpo for GSPO's sequence-level clip.")
     if c.loss_type == "luspo" and c.importance_sampling_level != "sequence":
-        _err(
-            "loss_type=luspo is GSPO's sequence-level loss with each completion's term scaled by"
-            " its length: it needs --importance_sampling_level sequence (or use loss_type=dapo for"
-            " a token-level, length-unbiased loss)."
-        )
+        _err("loss_type=luspo is GSPO's sequence-level loss with each completion's term scaled"
+             " by its length: it needs --importance_sampling_level sequence (or use"
+             " loss_type=dapo for a token-level, length-unbiased loss).")
     if c.loss_type == "cispo" and (c.epsilon_high is None or c.epsilon_high <= 1):
-        _err(
-            "loss_type=cispo reads epsilon_high as the cap on each token's importance weight,"
-            " min(ρ, epsilon_high) (MiniMax-M1; ScaleRL recommends 5.0), so it must be > 1 (got"
-            f" {c.epsilon_high!r}; unset, TRL would cap every weight at epsilon={c.epsilon} and"
-            " shrink every gradient). Set --epsilon_high 5.0."
-        )
+        _err("loss_type=cispo reads epsilon_high as the cap on each token's importance weight,"
+             " min(ρ, epsilon_high) (MiniMax-M1; ScaleRL recommends 5.0), so it must be > 1 (got"
+             f" {c.epsilon_high!r}; unset, TRL would cap every weight at epsilon={c.epsilon} and"
+             " shrink every gradient). Set --epsilon_high 5.0.")
     _check_sampler_correction(c)
     if c.delta is not None and c.delta <= 1 + (c.epsilon_high or c.epsilon):
-        _err(
-            f"delta={c.delta!r} caps the ratio ρ from above also where the advantage is negative"
-            " (two-sided clipping, INTELLECT-2): it must be > 1 + epsilon_high ="
-            f" {1 + (c.epsilon_high or c.epsilon):g}, or the usual clip already covers it"
-            " (INTELLECT-2 used 4). Set --delta 4, or none to turn it off."
-        )
+        _err(f"delta={c.delta!r} caps the ratio ρ from above also where the advantage is"
+             " negative (two-sided clipping, INTELLECT-2): it must be > 1 + epsilon_high ="
+             f" {1 + (c.epsilon_high or c.epsilon):g}, or the usual clip already covers it"
+             " (INTELLECT-2 used 4). Set --delta 4, or none to turn it off.")
 
 def _check_sampler_correction(c) -> None:
     "The importance-sampling correction's bounds in order; VESPO's per-token modes (TRL's rule)."
     low, high = c.vllm_importance_sampling_clip_min, c.vllm_importance_sampling_clip_max
     if low is not None and high is not None and low >= high:
-        _err(
-            f"vllm_importance_sampling_clip_min={low!r} must be below"
-            f" vllm_importance_sampling_clip_max={high!r}: the weights π_old/q are kept (or"
-            " clipped) inside [C_min, C_max]. Lower the first, or set it to none (TRL's default)."
-        )
+        _err(f"vllm_importance_sampling_clip_min={low!r} must be below"
+             f" vllm_importance_sampling_clip_max={high!r}: the weights π_old/q are kept (or"
+             " clipped) inside [C_min, C_max]. Lower the first, or set it to none (TRL's"
+             " default).")
     if c.vllm_importance_sampling_mode.endswith("truncate") and low is None and high is None:
-        _err(
-            f"vllm_importance_sampling_mode={c.vllm_importance_sampling_mode} clips the weights"
-            " π_old/q to [C_min, C_max], but both bounds are none: set"
-            " --vllm_importance_sampling_clip_max (TRL's default is 3.0) or"
-            " --vllm_importance_sampling_clip_min."
-        )
+        _err(f"vllm_importance_sampling_mode={c.vllm_importance_sampling_mode} clips the"
+             " weights π_old/q to [C_min, C_max], but both bounds are none: set"
+             " --vllm_importance_sampling_clip_max (TRL's default is 3.0) or"
+             " --vllm_importance_sampling_clip_min.")
     sequence_mode = c.vllm_importance_sampling_mode.startswith("sequence")
     if c.loss_type == "vespo" and sequence_mode and c.vllm_importance_sampling_correction:
-        _err(
-            "loss_type=vespo folds the sampler's weights into its own sequence weight token by"
-            f" token, so vllm_importance_sampling_mode={c.vllm_importance_sampling_mode} cannot be"
-            " used with it: set --vllm_importance_sampling_mode token_truncate or token_mask (as"
-            " TRL requires)."
-        )
+        _err("loss_type=vespo folds the sampler's weights into its own sequence weight token by"
+             f" token, so vllm_importance_sampling_mode={c.vllm_importance_sampling_mode} cannot"
+             " be used with it: set --vllm_importance_sampling_mode token_truncate or token_mask"
+             " (as TRL requires).")
 
 def _check_entropy_and_reference(c) -> None:
     "The adaptive entropy coefficient's bounds; a reference model to sync when TR-DPO is asked."
     low, coef, high = c.entropy_coef_min, c.entropy_coef, c.entropy_coef_max
     if c.use_adaptive_entropy and not (0 <= low <= coef <= high):
-        _err(
-            "use_adaptive_entropy=true moves entropy_coef between entropy_coef_min and"
-            " entropy_coef_max, so they need 0 ≤ entropy_coef_min ≤ entropy_coef ≤"
-            f" entropy_coef_max (got {c.entropy_coef_min} ≤ {c.entropy_coef} ≤"
-            f" {c.entropy_coef_max}). TRL's defaults are 0.0, 0.0 and 1.0."
-        )
+        _err("use_adaptive_entropy=true moves entropy_coef between entropy_coef_min and"
+             " entropy_coef_max, so they need 0 ≤ entropy_coef_min ≤ entropy_coef ≤"
+             f" entropy_coef_max (got {c.entropy_coef_min} ≤ {c.entropy_coef} ≤"
+             f" {c.entropy_coef_max}). TRL's defaults are 0.0, 0.0 and 1.0.")
     if c.sync_ref_model and c.beta == 0:
-        _err(
-            "sync_ref_model=true updates the reference model, but beta=0 means there is none (the"
-            " KL term is off): set --beta 0.04 (or another value > 0) to use a moving π_ref, or"
-            " sync_ref_model false."
-        )
+        _err("sync_ref_model=true updates the reference model, but beta=0 means there is none"
+             " (the KL term is off): set --beta 0.04 (or another value > 0) to use a moving"
+             " π_ref, or sync_ref_model false.")
 
 def _check_lora(c) -> None:
     "A 4-bit base only under adapters; no moving π_ref with adapters (π_ref: the model, them off)."
     if c.load_in_4bit and not c.use_peft:
-        _err(
-            "load_in_4bit=true quantizes the base model to 4 bits, and 4-bit weights cannot be"
-            " trained: only adapters can (QLoRA). Set --use_peft true, or load_in_4bit false to"
-            " train every weight."
-        )
+        _err("load_in_4bit=true quantizes the base model to 4 bits, and 4-bit weights cannot be"
+             " trained: only adapters can (QLoRA). Set --use_peft true, or load_in_4bit false to"
+             " train every weight.")
     if c.use_peft and c.sync_ref_model:
-        _err(
-            "sync_ref_model=true moves π_ref towards the policy, but with use_peft=true π_ref is"
-            " the policy with its adapters switched off, not a model of its own that could move"
-            " (TRL refuses this too). Set sync_ref_model false, or use_peft false to train every"
-            " weight against a moving π_ref."
-        )
+        _err("sync_ref_model=true moves π_ref towards the policy, but with use_peft=true π_ref"
+             " is the policy with its adapters switched off, not a model of its own that could"
+             " move (TRL refuses this too). Set sync_ref_model false, or use_peft false to train"
+             " every weight against a moving π_ref.")
 
 def _check_schedule(c) -> None:
     "One way to give the warmup, and something to train."
     if c.warmup_ratio and c.warmup_steps:
-        _err(
-            f"warmup_steps={c.warmup_steps} and warmup_ratio={c.warmup_ratio}: set one of the two"
-            " (warmup_steps takes a number of steps or, below 1, a fraction of them, which is"
-            " what transformers reads)."
-        )
+        _err(f"warmup_steps={c.warmup_steps} and warmup_ratio={c.warmup_ratio}: set one of the"
+             " two (warmup_steps takes a number of steps or, below 1, a fraction of them, which"
+             " is what transformers reads).")
     if c.max_steps == -1 and c.num_train_epochs <= 0:
-        _err(
-            f"max_steps={c.max_steps}, num_train_epochs={c.num_train_epochs}: nothing to train."
-            " Set --max_steps N."
-        )
+        _err(f"max_steps={c.max_steps}, num_train_epochs={c.num_train_epochs}: nothing to"
+             " train. Set --max_steps N.")
 
 INIT_KWARGS_REFUSED = {   # from_pretrained arguments that cannot work in a grpo_edu run, and why
     "device_map": "accelerate puts the whole model on each process's device (TRL also sets it to "
@@ -577,15 +503,13 @@ def _check_model_init_kwargs(c) -> None:
     kw = c.model_init_kwargs
     if kw is None: return
     if not all(isinstance(k, str) and k.isidentifier() for k in kw):
-        _err(
-            f"model_init_kwargs={kw!r} must map from_pretrained's argument names to values, e.g."
-            " {attn_implementation: sdpa} in YAML or '{\"attn_implementation\": \"sdpa\"}' on"
-            " the command line."
-        )
+        _err(f"model_init_kwargs={kw!r} must map from_pretrained's argument names to values,"
+             " e.g. {attn_implementation: sdpa} in YAML or '{\"attn_implementation\": \"sdpa\"}'"
+             " on the command line.")
     for key, why in INIT_KWARGS_REFUSED.items():
         if key in kw:
-            _err(f"model_init_kwargs.{key}={kw[key]!r} is not passed: {why}. Remove it from "
-                 f"model_init_kwargs.")
+            _err(f"model_init_kwargs.{key}={kw[key]!r} is not passed: {why}. Remove it from"
+                 " model_init_kwargs.")
 
 # %% ../nbs/api/10_config.ipynb #10a0487e
 # field: the annotation validate() checks its value against
