@@ -68,6 +68,10 @@ def field_reader(cls: type, name: str) -> typing.Callable[[str], object]:
 class FieldHelp(argparse.ArgumentDefaultsHelpFormatter):
     "--help with each flag once, as `--max_steps INT` (--max-steps works too), help and default."
     def __init__(self, prog): super().__init__(prog, max_help_position=38)
+    def _get_help_string(self, action) -> str:
+        # A field that must be given has no default worth printing ("(default: None)").
+        if (action.help or "").startswith("(required)"): return action.help
+        return super()._get_help_string(action)
     def _format_action_invocation(self, action) -> str:
         if not action.option_strings or action.nargs == 0:
             return super()._format_action_invocation(action)

@@ -48,23 +48,12 @@ from .evaluation import evaluate_on_processes
 from .logprobs import per_token_logps
 from .loss import LossOptions, SamplerCorrection, accumulation_divisor, grpo_loss
 from .loss import high_entropy_mask, importance_sampling_ratio, sampling_metrics
-from grpo_edu.monitor import (
-    HealthMonitor,
-    RunLog,
-    add_sums,
-    completion_samples,
-    generation_metrics,
-)
+from .monitor import HealthMonitor, RunLog, add_sums, completion_samples, generation_metrics
 from .monitor import gather_values, logged_means, masked_sum, reduce_means
 from .policy import build_policy, fill_deepspeed_config, make_optimizer, use_bf16
 from .policy import place_reference_model, reference_logps, reference_model, sync_ref_model
 from .policy import load_tokenizer, update_autocast
-from grpo_edu.rewards import (
-    call_reward_funcs,
-    check_reward_columns,
-    load_reward_funcs,
-    reward_extras,
-)
+from .rewards import call_reward_funcs, check_reward_columns, load_reward_funcs, reward_extras
 from .rewards import reward_name, score_completions, weighted_rewards
 from .rollout import encode_prompts, generate_completions, warn_long_prompts
 from .tools import check_tool_tokenizer, encode_tool_prompts, load_tools, tool_metrics
@@ -115,8 +104,11 @@ class GRPOTrainer:
         self.rollout_engine = self.placement.rollout_engine(args.rollout_engine)
         param_dtype = next(self.model.parameters()).dtype
         self.correct_sampler = correct_sampler(args, self.accelerator.mixed_precision, param_dtype)
-        self.step, self._batches, self._gen_metrics = 0, None, None
-        self.health, self.eval_before = HealthMonitor(), None
+        self.step = 0               # optimizer steps done
+        self._batches = None        # the current generation's batches (split_generation)
+        self._gen_metrics = None    # its metrics, logged with each of its steps
+        self.health = HealthMonitor()
+        self.eval_before = None     # the held-out accuracy before training (evaluate)
         self.loss_options = LossOptions.from_config(args)        # the loss's run constants
         self.entropy_control = EntropyControl.from_config(args)  # the entropy bonus's coefficient
         self.callback_handler = self._callback_handler(callbacks)
@@ -137,15 +129,16 @@ class GRPOTrainer:
         return check_tool_tokenizer(tokenizer, self.args.chat_template_kwargs)
 
     def _plan_steps(self) -> None:
-        "Optimizer steps per generation, prompts per process and round, max_steps, TrainerState."
+        "Optimizer steps and prompts per generation (per process too), max_steps, TrainerState."
         args, processes = self.args, self.accelerator.num_processes
         # The optimizer steps one generation feeds, and those of one pass over it.
         self.optimizer_steps_per_generation = args.optimizer_steps_per_generation(processes)
         self.batches_per_generation = self.optimizer_steps_per_generation // args.num_iterations
         self.prompts_per_process = args.prompts_per_generation(processes) // processes
-        prompts_per_round = self.prompts_per_process * processes
-        rounds = math.ceil(len(self.train_dataset) * args.num_train_epochs / prompts_per_round)
-        planned = rounds * self.optimizer_steps_per_generation
+        prompts_per_generation = self.prompts_per_process * processes
+        generations = math.ceil(len(self.train_dataset) * args.num_train_epochs
+                                / prompts_per_generation)
+        planned = generations * self.optimizer_steps_per_generation
         self.max_steps = args.max_steps if args.max_steps > 0 else planned
         # TRL's TrainerState: what reward functions and callbacks see.
         self.state = TrainerState(max_steps=self.max_steps, num_train_epochs=args.num_train_epochs,
@@ -256,14 +249,12 @@ def _event(self: GRPOTrainer, name: str, **kwargs) -> TrainerControl:
 
 # %% ../nbs/api/15_trainer.ipynb #42bee04d
 @patch
-def prompt_rows(self: GRPOTrainer, round_idx: int) -> list[dict]:
-    "Step 1: the dataset rows this process draws in round `round_idx` (`prompt_indices`)."
-    args, rank, processes = (
-        self.args,
-        self.accelerator.process_index,
-        self.accelerator.num_processes,
-    )
-    indices = prompt_indices(len(self.train_dataset), self.prompts_per_process, round_idx, rank,
+def prompt_rows(self: GRPOTrainer, generation: int) -> list[dict]:
+    "Step 1: the dataset rows this process draws for generation `generation` (`prompt_indices`)."
+    args = self.args
+    rank = self.accelerator.process_index
+    processes = self.accelerator.num_processes
+    indices = prompt_indices(len(self.train_dataset), self.prompts_per_process, generation, rank,
                              processes, args.seed, args.shuffle_dataset)
     return [self.train_dataset[i] for i in indices]
 
@@ -383,8 +374,8 @@ class Scores(NamedTuple):
 def _score(self: GRPOTrainer, rows, texts, rollout: Rollout) -> Scores:
     "Step 3: every reward function on every completion (TRL's arguments), over every process."
     self.state.global_step = self.step  # what reward functions see as trainer_state
-    rounds = self.step // self.optimizer_steps_per_generation
-    drawn = rounds * self.prompts_per_process * self.accelerator.num_processes
+    generations_done = self.step // self.optimizer_steps_per_generation
+    drawn = generations_done * self.prompts_per_process * self.accelerator.num_processes
     self.state.epoch = drawn / len(self.train_dataset)
     if rollout.turns is None:
         per_func, logged, extra_columns = score_completions(
@@ -492,13 +483,12 @@ class Generation(NamedTuple):
 @torch.no_grad()
 def generate_and_score(
     self: GRPOTrainer,
-    rows: list[dict],   # the round's dataset rows on this process (prompt_rows)
+    rows: list[dict],   # the generation's dataset rows on this process (prompt_rows)
 ) -> Generation:
     "Steps 2–4: G completions per prompt, rewards, group advantages; π_old's, π_ref's log-probs."
     args, started = self.args, time.perf_counter()
-    rollout = self._rollout(rows)                                           # 2: G completions each
+    rollout = self._rollout(rows)                       # 2: G completions each, N = rows × G
     rolled = time.perf_counter()
-    # N = rows × G
     texts = self.tokenizer.batch_decode(rollout.completion_ids, skip_special_tokens=True)
     scores = self._score(rows, texts, rollout)  # 3: every process's rewards
     rewards = weighted_rewards(scores.per_func, self.reward_weights)  # (N·processes,)
@@ -583,15 +573,17 @@ def update(
     "Step 5: one optimizer step over the batch's micro-batches: GRPO's loss, backward, clip, step."
     args, started = self.args, time.perf_counter()
     self.model.train()
-    with_bonus, coef, sums = self.entropy_control.on, self.entropy_control.coef_now(), {}
-    # else: in order
+    with_bonus = self.entropy_control.on
+    coef = self.entropy_control.coef_now()
+    sums = {}
+    # Bucketing only regroups rows; bnpo and the entropy bonus average per micro-batch: in order.
     bucket = args.bucket_by_length and args.loss_type != "bnpo" and not with_bonus
     parts = micro_batches(batch.completion_lengths(), args.per_device_train_batch_size, bucket)
     for j, rows in enumerate(parts):
         part = micro_batch(batch, rows)  # (b, P + k), (b, k)
         last = j == len(parts) - 1
         boundary = accumulation_boundary(self.accelerator, self.placement, self.model, last)
-        # no weight cache: checkpointing
+        # Under gradient checkpointing autocast keeps no weight cache (update_autocast says why).
         autocast = self.accelerator.autocast(update_autocast(args))
         with boundary, explain_oom("the policy update (forward/backward)"), autocast:
             add_sums(sums, self._micro_batch_loss(part, coef, first=j == 0))
@@ -635,7 +627,8 @@ def _optimizer_step(self: GRPOTrainer) -> dict:
     grad_norm = self.accelerator.clip_grad_norm_(
         model.parameters(), args.max_grad_norm or math.inf
     )
-    grad_norm = float(grad_norm) if grad_norm is not None else float("nan")  # DeepSpeed: its own
+    # DeepSpeed clips inside its own step and may return no norm here.
+    grad_norm = float(grad_norm) if grad_norm is not None else float("nan")
     skipped = (
         not model.was_step_applied() if self.placement.deepspeed else not math.isfinite(grad_norm)
     )
@@ -740,7 +733,7 @@ def _resume(self: GRPOTrainer, path) -> int:
 # %% ../nbs/api/15_trainer.ipynb #d6b96d98
 def split_generation(
     batch: RolloutBatch,                       # one generation's rows
-    n_steps: int,  # optimizer steps it feeds (steps_per_generation / GA)
+    n_steps: int,  # batches: one per optimizer step of one pass (micro-batches / GA)
     generator: torch.Generator | None = None,  # the shuffle's randomness
 ) -> list[RolloutBatch]:                       # n_steps batches of N / n_steps rows each
     "Shuffle one generation's rows (as TRL does) and cut them into the batches of `n_steps` steps."
@@ -757,25 +750,29 @@ def split_generation(
 @patch
 def train(self: GRPOTrainer) -> dict:
     "Run GRPO to max_steps; write metrics.jsonl, checkpoints, plots, summary.json; the summary."
-    started, log = time.time(), self._start_run()  # resume, open the log, evaluate before training
-    self.stop_signal, stop = StopSignal(), 0
+    started = time.time()
+    log = self._start_run()  # resume, open the log, evaluate before training
+    self.stop_signal = StopSignal()
     old_handlers = self.stop_signal.install()  # Ctrl-C, SIGTERM: finish the step, save, exit
+    signal_number = 0                          # the signal that stopped the run (0: none)
     self._event("on_train_begin")
     try:
-        while self.step < self.max_steps and not stop and not self.control.should_training_stop:
+        while (self.step < self.max_steps and not signal_number
+               and not self.control.should_training_stop):
             step_started = time.time()
             if self._batches is None or self.step % self.optimizer_steps_per_generation == 0:
                 self._new_generation(log)                 # prompts, rollout, rewards, advantages
+            # μ = num_iterations passes over the generation: its batches in turn, μ times.
             batch = self._batches[self.step % self.batches_per_generation]
             row = {**self._gen_metrics, **self.update(batch)}                # the loss, the update
             self.step += 1
             row["step_time"] = time.time() - step_started
-            stop = self._after_step(log, row)
+            signal_number = self._after_step(log, row)
     finally:
         log.close()
         for sig, handler in old_handlers.items():
             signal.signal(sig, handler)
-    summary = self._finish(log, stop, started)
+    summary = self._finish(log, signal_number, started)
     self._event("on_train_end")
     return summary
 
@@ -792,7 +789,7 @@ def _start_run(self: GRPOTrainer) -> RunLog:
             f"[grpo-edu] overwrite_output_dir: deleted {len(old)} checkpoint(s) of the previous"
             f" run in {out}"
         )
-    # config.yaml: the run's settings
+    # RunLog also writes the run's settings to config.yaml.
     log = RunLog(out, args.report_to, resumed, self.health, main, self.max_steps,
                  args.logging_steps, config=args)
     if resumed is None and self.eval_dataset is not None:
@@ -801,11 +798,12 @@ def _start_run(self: GRPOTrainer) -> RunLog:
 
 @patch
 def _new_generation(self: GRPOTrainer, log: RunLog) -> None:
-    "Steps 1–4 of the next round: prompts, completions, rewards, advantages, cut into batches."
-    args, round_idx = self.args, self.step // self.optimizer_steps_per_generation
-    rows = self.prompt_rows(round_idx)                                          # 1: prompts
+    "Steps 1–4 of the next generation: prompts, completions, rewards, advantages, in batches."
+    args = self.args
+    generation = self.step // self.optimizer_steps_per_generation
+    rows = self.prompt_rows(generation)                                         # 1: prompts
     batch, self._gen_metrics, samples = self.generate_and_score(rows)          # 2–4
-    shuffle = torch.Generator().manual_seed(args.seed + round_idx)
+    shuffle = torch.Generator().manual_seed(args.seed + generation)
     self._batches = split_generation(batch, self.batches_per_generation, shuffle)
     if args.log_completions:
         log.completions(self.step + 1, samples)
@@ -815,14 +813,15 @@ def _new_generation(self: GRPOTrainer, log: RunLog) -> None:
 def _after_step(self: GRPOTrainer, log: RunLog, row: dict) -> int:
     "After an optimizer step: callbacks, stop signal, evaluation, log, checkpoint; the signal."
     self._event("on_step_end")                        # TR-DPO's reference update among them
-    stop = self.stop_signal.agreed(self.accelerator)  # the same answer on every process
-    ending = bool(stop) or self.control.should_training_stop
+    signal_number = self.stop_signal.agreed(self.accelerator)  # the same on every process
+    ending = bool(signal_number) or self.control.should_training_stop
     logged = log.step(row, self.step, self._evaluate_if_due(log, ending), ending)
     if logged is not None:
         self.state.log_history.append(logged)
         self._event("on_log", logs=logged)
+    # An on_log callback may have asked to stop just now: then no periodic checkpoint either.
     self._save_if_due(log, ending or self.control.should_training_stop)
-    return stop
+    return signal_number
 
 @patch
 def _evaluate_if_due(self: GRPOTrainer, log: RunLog, ending: bool) -> dict | None:
@@ -848,18 +847,22 @@ def _save_if_due(self: GRPOTrainer, log: RunLog, ending: bool) -> None:
 
 # %% ../nbs/api/15_trainer.ipynb #d2f58be6
 @patch
-def _finish(self: GRPOTrainer, log: RunLog, stop: int, started: float) -> dict:
+def _finish(self: GRPOTrainer, log: RunLog,
+            signal_number: int,  # the signal that stopped the run (0: it ran to its end)
+            started: float) -> dict:
     "Save; after a stop signal, say how to continue; else evaluate after, plot, summary.json."
-    checkpoint, out = self.save(), Path(self.args.output_dir)
+    checkpoint = self.save()
+    out = Path(self.args.output_dir)
     self._event("on_save")
-    if stop:
-        name, plots = signal.Signals(stop).name, log.plots(self.eval_before)
+    if signal_number:
+        name = signal.Signals(signal_number).name
+        plots = log.plots(self.eval_before)
         if self.accelerator.is_main_process:
             print(
                 f"[grpo-edu] interrupted ({name}): saved {checkpoint}, plots in {out / 'plots'}."
                 f" Continue with --resume_from_checkpoint {checkpoint}"
             )
-        return {"interrupted": True, "signal": name, "exit_status": 128 + stop,
+        return {"interrupted": True, "signal": name, "exit_status": 128 + signal_number,
                 "checkpoint": str(checkpoint), "steps": self.step, "plots": plots}
     summary = {
         "steps": self.step,
