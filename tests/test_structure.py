@@ -55,6 +55,13 @@ def test_export_cells_are_followed_by_their_tests():
     assert shown >= 0.8 * total, f"only {shown} of {total} export cells are followed by a cell that uses them"
 
 
+def test_chapter_code_fits_100_columns():
+    "A chapter's code is read on the page and in JupyterLab: no line of it over 100 characters."
+    long = [(nb.name, line) for nb in sorted((REPO / "nbs").glob("*.ipynb"))
+            for source in code_cells(nb) for line in source.splitlines() if len(line) > 100]
+    assert not long, long
+
+
 def test_grpo_loss_takes_few_parameters():
     from grpo_edu.loss import grpo_loss
     assert len(inspect.signature(grpo_loss).parameters) <= 8
