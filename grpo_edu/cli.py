@@ -440,7 +440,8 @@ def _eval_with_tools(args: EvalArguments, model, tokenizer, dataset) -> int:
     tokenizer = check_tool_tokenizer(tokenizer, args.chat_template_kwargs)
     result = evaluate_tool_dataset(model, tokenizer, dataset, tools, args.max_new_tokens,
                                    args.batch_size, args.max_tool_calling_iterations,
-                                   args.rollout_engine, args.chat_template_kwargs)
+                                   args.rollout_engine, args.chat_template_kwargs,
+                                   args.max_prompt_length)
     low, high = result["ci95"]
     print(f"pass@1 (greedy, with tools) = {result['pass@1']:.1%}  95% CI [{low:.1%}, {high:.1%}] "
           f" n={result['n']}  tool-call rate {result['tool_call_rate']:.1%}")

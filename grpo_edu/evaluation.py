@@ -209,6 +209,7 @@ def evaluate_tool_dataset(
     max_tool_calling_iterations: int | None = None,
     engine: str = "auto",      # rollout engine (see generate_completions)
     chat_template_kwargs: dict | None = None,
+    max_prompt_length: int | None = None,  # keep each prompt's last N tokens (None: all)
 ) -> dict:  # {"n", "pass@1", "ci95": [lo, hi], "tool_call_rate"}
     "Greedy pass@1 with tool rollouts, its 95% Wilson interval, and the share of rows that called."
     n, correct, called = len(dataset), 0.0, 0
@@ -216,6 +217,7 @@ def evaluate_tool_dataset(
         rows = [dataset[i] for i in range(start, min(start + batch_size, n))]
         scores = tool_answer_rewards(model, tokenizer, [r["prompt"] for r in rows],
                                      [r["answer"] for r in rows], tools, max_new_tokens,
+                                     max_prompt_length=max_prompt_length,
                                      max_tool_calling_iterations=max_tool_calling_iterations,
                                      engine=engine, chat_template_kwargs=chat_template_kwargs)
         correct += sum(scores.rewards)
