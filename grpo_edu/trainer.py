@@ -445,16 +445,20 @@ def _old_and_ref_logps(self: GRPOTrainer, batch: RolloutBatch,
                        logq: torch.Tensor | None = None) -> dict:
     "log π_old (π_θ moves, or a sampler to correct), log π_ref (beta > 0); correction metrics."
     args, chunk = self.args, self._lm_head_chunk()
+    # π_ref's own weights are whole on every process unless ZeRO-3 shards them like π_θ's.
+    whole_ref = self.ref_model is not None and not self.placement.zero3
+    ref_chunk = args.lm_head_chunk_size if whole_ref else chunk
     # (N, K) log-probs of the batch's completions under `model`
-    logps = lambda model: per_token_logps(model, batch.input_ids, batch.attention_mask,
-                                          batch.logits_to_keep, args.temperature,
-                                          args.per_device_train_batch_size, chunk_size=chunk)
+    logps = lambda model, chunk_size=chunk: per_token_logps(
+        model, batch.input_ids, batch.attention_mask, batch.logits_to_keep, args.temperature,
+        args.per_device_train_batch_size, chunk_size=chunk_size)
     with explain_oom("reference log-probs"), self.accelerator.autocast():
         if self.optimizer_steps_per_generation > 1 or logq is not None:
             batch.old_logps = logps(self.model)
         if args.beta > 0:  # its own model, or (LoRA) the policy, adapters off
             policy = self.accelerator.unwrap_model(self.model)
-            batch.ref_logps = reference_logps(policy, self.ref_model, logps)
+            batch.ref_logps = reference_logps(policy, self.ref_model,
+                                              lambda model: logps(model, ref_chunk))
     return {} if logq is None else self._sampler_correction(batch, logq)
 
 @patch

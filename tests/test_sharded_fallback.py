@@ -77,3 +77,25 @@ def test_trainer_engine_choice_per_distributed_type():
     assert _engine("NO", "hf") == "hf"
     with pytest.raises(GRPOEduError, match="sharded weights"):
         _engine("FSDP", "static")
+
+
+@pytest.mark.parametrize("kind, zero, policy_chunk, ref_chunk", [
+    ("NO", None, 4, 4), ("FSDP", None, None, 4), ("DEEPSPEED", 2, 4, 4), ("DEEPSPEED", 3, None, None)])
+def test_reference_log_probs_chunk_the_lm_head_where_its_weights_are_whole(kind, zero, policy_chunk, ref_chunk):
+    "π_ref is whole on every process except under ZeRO-3 (place_reference_model), so only there does it score whole logits."
+    import contextlib
+    from unittest import mock
+    import torch
+    from grpo_edu.trainer import GRPOTrainer
+    policy, ref, seen = object(), object(), []
+    def scored(model, *args, chunk_size=None, **kwargs):
+        seen.append((model, chunk_size))
+        return torch.zeros(2, 3)
+    trainer = SimpleNamespace(args=GRPOConfig(beta=0.04, lm_head_chunk_size=4), placement=Placement.of(_acc(kind, zero)),
+                              model=policy, ref_model=ref, optimizer_steps_per_generation=2,
+                              accelerator=SimpleNamespace(autocast=contextlib.nullcontext, unwrap_model=lambda m: m))
+    trainer._lm_head_chunk = lambda: GRPOTrainer._lm_head_chunk(trainer)
+    batch = SimpleNamespace(input_ids=None, attention_mask=None, logits_to_keep=3, old_logps=None, ref_logps=None)
+    with mock.patch("grpo_edu.trainer.per_token_logps", scored):
+        assert GRPOTrainer._old_and_ref_logps(trainer, batch) == {}
+    assert seen == [(policy, policy_chunk), (ref, ref_chunk)], kind
