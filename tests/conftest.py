@@ -69,6 +69,16 @@ def warm_start_cache(tmp_path_factory):
     return os.environ["GRPO_EDU_CACHE"]
 
 
+@pytest.fixture(autouse=True)
+def own_working_folder(tmp_path, monkeypatch):
+    """Each test runs in a fresh working folder of its own. A relative path a test writes (a recipe's `runs/...`)
+    lands there, and nothing a user left in the checkout (the README examples' `runs/`) changes what a test sees."""
+    folder = tmp_path / "cwd"
+    folder.mkdir()
+    monkeypatch.chdir(folder)
+    return folder
+
+
 @pytest.fixture
 def shared():
     "../shared/data, or skip: these tests read the real GSM8K files and the Qwen2.5 tokenizer kept beside the checkout."

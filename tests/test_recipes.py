@@ -1,4 +1,5 @@
 """The YAML recipes in configs/ load, validate, and are estimated to fit their cards (24 GiB RTX 4090s)."""
+import os, subprocess, sys
 from dataclasses import asdict
 from pathlib import Path
 import pytest
@@ -34,3 +35,18 @@ def test_toy_tools_recipe_validates():
     cfg = load_config(ROOT / "configs" / "toy-tools.yaml").validate()
     assert (cfg.model_name_or_path, cfg.dataset, cfg.eval_dataset) == ("toy", "multiply", "auto")
     assert cfg.tools == ["grpo_edu.toy_tools:multiply"] and cfg.use_cpu
+
+
+def test_recipe_checks_pass_beside_old_runs(tmp_path):
+    """The checks above pass from a folder whose runs/ holds the runs the README's examples write (runs/toy,
+    runs/toy-tools, with a checkpoint each): a test never reads what a user has done in the checkout."""
+    for run, step in (("toy", 3000), ("toy-tools", 40)):
+        checkpoint = tmp_path / "runs" / run / f"checkpoint-{step}"
+        checkpoint.mkdir(parents=True)
+        (checkpoint / "trainer_state.pt").write_bytes(b"")
+        (tmp_path / "runs" / run / "summary.json").write_text("{}")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+                        str(Path(__file__)), "-k", "not beside_old_runs"],
+                       cwd=tmp_path, capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 0 and " passed" in r.stdout, r.stdout[-3000:] + r.stderr[-2000:]
