@@ -220,10 +220,13 @@ def _hf_completions(
     "(B, K) tokens from HF generate with the same settings, and their log q (None unless asked)."
     recorder = LogprobRecorder(**(sampling if do_sample else {})) if with_logprobs else None
     warpers = sampling if do_sample and recorder is None else {}   # else the recorder applies them
+    # Sampling without the run's warpers: neutral ones, so that no model default adds one. Greedy
+    # search reads no warper, so none is passed (transformers would flag each as unused).
+    if do_sample and not warpers:
+        warpers = NEUTRAL_WARPERS
     config = GenerationConfig(max_new_tokens=max_new_tokens, do_sample=do_sample,
                               pad_token_id=pad_token_id, eos_token_id=eos, bos_token_id=None,
-                              repetition_penalty=repetition_penalty,
-                              **(warpers or NEUTRAL_WARPERS))
+                              repetition_penalty=repetition_penalty, **warpers)
     processors = LogitsProcessorList([recorder] if recorder else [])
     out = model.generate(input_ids=prompt_ids, attention_mask=prompt_mask,
                          generation_config=config, logits_processor=processors,
