@@ -365,7 +365,7 @@ EVAL_RANGES = {"max_samples": (lambda v: v >= 1, "≥ 1, or none for the whole s
                "batch_size": (lambda v: v >= 1, "≥ 1"), "pass_k": (lambda v: v >= 1, "≥ 1"),
                "temperature": (lambda v: v > 0, "> 0"),
                "tool_timeout": (lambda v: 0 < v < math.inf,
-                                "a finite number of seconds > 0, or none for no limit"),
+                                "finite seconds > 0, or none for no limit"),
                "tool_workers": (lambda v: v >= 1, "≥ 1"),
                "max_tool_result_chars": (lambda v: v >= 1, "≥ 1, or none")}
 
