@@ -27,7 +27,8 @@ Modules:
 - `grpo_edu.tools`: Tool calling: schemas, running calls, the multi-turn rollout, the tool mask.
 - `grpo_edu.toy`: A task, tokenizer and tiny model built in code: no network, no GPU.
 - `grpo_edu.toy_tools`: Multiplication that a tiny model gets right only by calling a tool.
-- `grpo_edu.trainer`: GRPO's loop: prompts, rollout, rewards, advantages, loss, update."""
+- `grpo_edu.trainer`: GRPO's loop: prompts, rollout, rewards, advantages, loss, update.
+- `grpo_edu.usercode`: Users' code: imports that shadow no package, tools in killable worker processes."""
 
 __version__ = "0.1.0"
 

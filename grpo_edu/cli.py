@@ -29,7 +29,7 @@ __all__ = ['TRAIN_ABOUT', 'EVAL_ABOUT', 'EVAL_RANGES', 'MEMORY_ABOUT', 'MERGE_AB
            'cmd_plot', 'main']
 
 # %% ../nbs/api/18_cli.ipynb #6fb02c59
-import argparse, os, re, sys, tempfile, typing, warnings
+import argparse, math, os, re, sys, tempfile, typing, warnings
 from dataclasses import dataclass
 from pathlib import Path
 import yaml
@@ -347,6 +347,13 @@ class EvalArguments:
         "tool rollouts, and the share of problems that called a tool"))
     max_tool_calling_iterations: int | None = HfArg(default=None, help=(
         "tool rounds per completion, with --tools (none: until max_new_tokens is spent)"))
+    tool_timeout: float | None = HfArg(default=60.0, help=(
+        "seconds a tool call may run before its worker is killed and it fails with an error "
+        "result (none: no limit)"))
+    tool_workers: int = HfArg(default=4, help="worker processes that run tool calls, side by side")
+    max_tool_result_chars: int | None = HfArg(default=10_000, help=(
+        "a tool result longer than this is cut, with a marker, before it is tokenised (none: "
+        "never)"))
     output: str | None = HfArg(default=None, help="also write the result to this JSON file")
 
 EVAL_ABOUT = (
@@ -356,7 +363,11 @@ EVAL_RANGES = {"max_samples": (lambda v: v >= 1, "≥ 1, or none for the whole s
                "max_new_tokens": (lambda v: v >= 1, "≥ 1"),
                "max_prompt_length": (lambda v: v >= 1, "≥ 1, or none"),
                "batch_size": (lambda v: v >= 1, "≥ 1"), "pass_k": (lambda v: v >= 1, "≥ 1"),
-               "temperature": (lambda v: v > 0, "> 0")}
+               "temperature": (lambda v: v > 0, "> 0"),
+               "tool_timeout": (lambda v: 0 < v < math.inf,
+                                "finite seconds > 0, or none for no limit"),
+               "tool_workers": (lambda v: v >= 1, "≥ 1"),
+               "max_tool_result_chars": (lambda v: v >= 1, "≥ 1, or none")}
 
 # %% ../nbs/api/18_cli.ipynb #7f716a3a
 def check_output_file(path: str) -> None:
@@ -441,7 +452,8 @@ def _eval_with_tools(args: EvalArguments, model, tokenizer, dataset) -> int:
     result = evaluate_tool_dataset(model, tokenizer, dataset, tools, args.max_new_tokens,
                                    args.batch_size, args.max_tool_calling_iterations,
                                    args.rollout_engine, args.chat_template_kwargs,
-                                   args.max_prompt_length)
+                                   args.max_prompt_length, args.tool_timeout, args.tool_workers,
+                                   args.max_tool_result_chars)
     low, high = result["ci95"]
     print(f"pass@1 (greedy, with tools) = {result['pass@1']:.1%}  95% CI [{low:.1%}, {high:.1%}] "
           f" n={result['n']}  tool-call rate {result['tool_call_rate']:.1%}")

@@ -110,7 +110,9 @@ class GRPOConfig:
         "tool-calling rounds per rollout at most (none: until no completion calls a tool; "
         "TRL's)"))
     tool_timeout: float | None = HfArg(default=60.0, help=(
-        "seconds a tool call may run before it fails with an error result (none: no limit)"))
+        "seconds a tool call may run before it is killed with an error result (none: no limit)"))
+    tool_workers: int = HfArg(default=4, help="worker processes that run tool calls side by side")
+    max_tool_result_chars: int | None = HfArg(default=10_000, help="longer tool results are cut")
     # loss
     beta: float = HfArg(default=0.0, help="KL weight; 0 (TRL's default) loads no reference model")
     sync_ref_model: bool = HfArg(default=False, help=(
@@ -309,7 +311,9 @@ RANGES = {
     "repetition_penalty": (lambda v: v > 0, "> 0 (1.0: no penalty)"),
     "max_tool_calling_iterations": (lambda v: v >= 0,
                                     "a number of rounds ≥ 0, or none for no limit"),
-    "tool_timeout": (lambda v: v > 0, "> 0 seconds, or none for no limit"),
+    "tool_timeout": (lambda v: 0 < v < math.inf, "finite seconds > 0, or none for no limit"),
+    "tool_workers": (lambda v: v >= 1, "≥ 1 worker process (4 is typical)"),
+    "max_tool_result_chars": (lambda v: v >= 1, "≥ 1 character, or none for no limit"),
     "lm_head_chunk_size": (lambda v: v >= 0,
                            "a whole number ≥ 0 (256 is typical; 0: all (batch, length, vocab))"),
     "max_grad_norm": (lambda v: v >= 0, "≥ 0 (1.0 is typical; 0 turns clipping off)"),

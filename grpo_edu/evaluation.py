@@ -121,6 +121,8 @@ def tool_answer_rewards(
     max_prompt_length: int | None = None,
     max_tool_calling_iterations: int | None = None,
     tool_timeout: float | None = None,
+    tool_workers: int = 4,                      # worker processes that run the calls
+    max_tool_result_chars: int | None = 10_000, # a longer tool result is cut (None: never)
     engine: str = "auto",         # rollout engine (see generate_completions)
     synced_gpus: bool = False,    # sharded weights on several processes (see generate_completions)
     chat_template_kwargs: dict | None = None,
@@ -131,7 +133,8 @@ def tool_answer_rewards(
                                     chat_template_kwargs)                          # (B, P)
     out = tool_rollout(model, tokenizer, ids.to(device), mask.to(device), tools, max_new_tokens,
                        max_tool_calling_iterations, tool_timeout, chat_template_kwargs,
-                       do_sample=False, engine=engine, synced_gpus=synced_gpus)
+                       do_sample=False, engine=engine, synced_gpus=synced_gpus,
+                       tool_workers=tool_workers, max_tool_result_chars=max_tool_result_chars)
     return ToolScores(accuracy_reward(out.completions, list(answers)),
                       [made_tool_call(c) for c in out.completions])
 
@@ -210,7 +213,11 @@ def evaluate_tool_dataset(
     engine: str = "auto",      # rollout engine (see generate_completions)
     chat_template_kwargs: dict | None = None,
     max_prompt_length: int | None = None,  # keep each prompt's last N tokens (None: all)
-) -> dict:  # {"n", "pass@1", "ci95": [lo, hi], "tool_call_rate"}
+    tool_timeout: float | None = None,
+    tool_workers: int = 4,                      # worker processes that run the calls
+    max_tool_result_chars: int | None = 10_000, # a longer tool result is cut (None: never)
+    # {"n", "pass@1", "ci95": [lo, hi], "tool_call_rate"}
+) -> dict:
     "Greedy pass@1 with tool rollouts, its 95% Wilson interval, and the share of rows that called."
     n, correct, called = len(dataset), 0.0, 0
     for start in range(0, n, batch_size):
@@ -219,6 +226,8 @@ def evaluate_tool_dataset(
                                      [r["answer"] for r in rows], tools, max_new_tokens,
                                      max_prompt_length=max_prompt_length,
                                      max_tool_calling_iterations=max_tool_calling_iterations,
+                                     tool_timeout=tool_timeout, tool_workers=tool_workers,
+                                     max_tool_result_chars=max_tool_result_chars,
                                      engine=engine, chat_template_kwargs=chat_template_kwargs)
         correct += sum(scores.rewards)
         called += sum(scores.called)
@@ -257,6 +266,8 @@ def evaluate_on_processes(
     tools: list | None = None,
     max_tool_calling_iterations: int | None = None,
     tool_timeout: float | None = None,
+    tool_workers: int = 4,                      # worker processes that run the calls
+    max_tool_result_chars: int | None = 10_000, # a longer tool result is cut (None: never)
 ) -> dict:  # {"accuracy", "n": rows scored}, and "tool_call_rate" with tools
     "Greedy pass@1 with the rows shared among processes, each scoring its own, the counts summed."
     n = min(len(dataset), max_samples or len(dataset))
@@ -265,7 +276,8 @@ def evaluate_on_processes(
                       chat_template_kwargs=chat_template_kwargs)
     if tools:
         generation.update(max_tool_calling_iterations=max_tool_calling_iterations,
-                          tool_timeout=tool_timeout)
+                          tool_timeout=tool_timeout, tool_workers=tool_workers,
+                          max_tool_result_chars=max_tool_result_chars)
     correct, calls, seen = 0.0, 0, 0
     # The main process's batches stand for every process's.
     bar = tqdm(total=n, desc="eval", unit="problem", disable=not accelerator.is_main_process,

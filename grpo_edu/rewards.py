@@ -20,7 +20,7 @@ __all__ = ['REWARD_FUNCS', 'completion_text', 'parse_number', 'extract_gsm8k_ans
            'rewards_and_advantages', 'reward_columns_missing', 'check_reward_columns']
 
 # %% ../nbs/api/02_rewards.ipynb #3f0a1c2e
-import asyncio, importlib, inspect, math, numbers, os, re, sys
+import asyncio, inspect, math, numbers, os, re
 from collections import defaultdict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -28,6 +28,7 @@ from pathlib import Path
 import torch
 from .advantages import decoupled_advantages, group_advantages, group_reward_std, nanstd
 from .errors import GRPOEduError, closest, model_load_error
+from .usercode import import_user_module
 
 # %% ../nbs/api/02_rewards.ipynb #8895081c
 def completion_text(completion) -> str:
@@ -254,9 +255,9 @@ def is_import_path(name: str) -> bool:
 def import_reward_func(path: str) -> Callable:
     "The function at a dotted path (`my_rewards.exact`: `exact` in my_rewards.py), as TRL's CLI."
     module_name, attr = path.rsplit(".", 1)
-    # as TRL's CLI: your file, your folder
-    if os.getcwd() not in sys.path: sys.path.insert(0, os.getcwd())
-    try: module = importlib.import_module(module_name)
+    # your file in your folder, as TRL's CLI finds it, but after the installed packages and only
+    # for this import: a ./matplotlib.py there never replaces the library
+    try: module = import_user_module(module_name)
     except ModuleNotFoundError as e:
         if e.name is None or not (module_name == e.name or module_name.startswith(e.name + ".")):
             raise _import_failed(path, module_name, e)

@@ -58,6 +58,7 @@ from .rewards import reward_name, score_completions, weighted_rewards
 from .rollout import encode_prompts, generate_completions, warn_long_prompts
 from .tools import check_tool_tokenizer, encode_tool_prompts, load_tools, tool_metrics
 from .tools import tool_rollout, tool_schemas
+from .usercode import tool_pool, tool_reference
 
 # %% ../nbs/api/15_trainer.ipynb #5cae097e
 class GRPOTrainer:
@@ -99,6 +100,9 @@ class GRPOTrainer:
         self.tools = load_tools(tools)  # [] without tools
         if self.tools:
             processing_class = self._tool_tokenizer(model, processing_class)   # before any weight
+            # The tool workers start now, importing the tools while the weights load.
+            refs = [r for r in map(tool_reference, self.tools) if r is not None]
+            if refs: tool_pool(args.tool_workers).load(refs)
         self._plan_steps()
         self._prepare(self._load_models(model, processing_class, peft_config))
         self.rollout_engine = self.placement.rollout_engine(args.rollout_engine)
@@ -331,7 +335,9 @@ def _rollout(self: GRPOTrainer, rows: list[dict]) -> Rollout:
         if self.tools:  # several turns: sample, run the calls, continue the callers
             turns = tool_rollout(model, self.tokenizer, ids, mask, self.tools,
                                  args.max_completion_length, args.max_tool_calling_iterations,
-                                 args.tool_timeout, args.chat_template_kwargs, **sampling)
+                                 args.tool_timeout, args.chat_template_kwargs,
+                                 tool_workers=args.tool_workers,
+                                 max_tool_result_chars=args.max_tool_result_chars, **sampling)
             return Rollout(ids, mask, turns.completion_ids, turns.completion_mask, turns.truncated,
                            turns.logprobs, turns)
         completion_ids, completion_mask, truncated, *logq = generate_completions(  # (N, K), (N,)
@@ -692,6 +698,8 @@ def evaluate(self: GRPOTrainer, dataset=None, max_samples: int | None = None, ba
         tools=self.tools,
         max_tool_calling_iterations=args.max_tool_calling_iterations,
         tool_timeout=args.tool_timeout,
+        tool_workers=args.tool_workers,
+        max_tool_result_chars=args.max_tool_result_chars,
     )
 
 # %% ../nbs/api/15_trainer.ipynb #4f52bb6f

@@ -226,3 +226,50 @@ def test_own_reward_function_by_import_path(tmp_path):
         r = run_cli("train", "--reward_funcs", name, *FAST, "--output_dir", tmp_path / "bad", cwd=tmp_path, timeout=120)
         assert r.returncode == 2 and expected in r.stderr and "Traceback" not in r.stderr, r.stderr
         assert not (tmp_path / "bad").exists()
+
+
+MY_CODE = '''
+import helper                       # a second file in the working folder: found while this module is imported
+
+def multiply(a: int, b: int) -> int:
+    """Multiply two integers.
+
+    Args:
+        a: the first factor
+        b: the second factor
+    """
+    return helper.times(a, b)
+
+def exact(completions, **kwargs):
+    return [1.0 for _ in completions]
+'''
+
+
+@pytest.mark.parametrize("load", ["from grpo_edu.tools import import_tool; import_tool('my_code:multiply')",
+                                  "from grpo_edu.rewards import import_reward_func; import_reward_func('my_code.exact')"])
+def test_the_working_folder_never_shadows_an_installed_package(tmp_path, load):
+    "A user's tool or reward module is found in the working folder; a ./pygments.py there never replaces the library."
+    import os, subprocess, sys
+    from pathlib import Path
+    work, driver = tmp_path / "work", tmp_path / "driver"
+    work.mkdir(), driver.mkdir()
+    (work / "my_code.py").write_text(MY_CODE)
+    (work / "helper.py").write_text("def times(a, b): return a * b\n")
+    (work / "pygments.py").write_text("raise SystemExit('./pygments.py was imported in place of the library')\n")
+    (driver / "run.py").write_text(f"import os, sys\nassert 'pygments' not in sys.modules\n{load}\n"
+                                   "assert os.getcwd() not in sys.path\nimport pygments\nprint(pygments.__file__)\n")
+    root = str(Path(__file__).resolve().parents[1])             # this checkout's grpo_edu
+    r = subprocess.run([sys.executable, str(driver / "run.py")], cwd=work, capture_output=True, text=True,
+                       timeout=300, env={**os.environ, "PYTHONPATH": root})
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert str(work) not in r.stdout and "site-packages" in r.stdout
+
+
+@pytest.mark.parametrize("command", [["train", "--tools", "my_tools:multiply"], ["eval", "--model", "m", "--tools", "my_tools:f"]])
+@pytest.mark.parametrize("value", ["inf", "nan", "0", "-1"])
+def test_tool_timeout_must_be_a_finite_positive_number(command, value, tmp_path):
+    "`--tool_timeout inf` made every call fail (and eval had no timeout at all): train and eval refuse it alike."
+    r = cli(*command, "--tool_timeout", value, "--output_dir" if command[0] == "train" else "--output",
+            tmp_path / "out")
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert f"tool_timeout={float(value)} must be finite seconds > 0" in r.stderr, r.stderr

@@ -11,54 +11,7 @@ from grpo_edu.rollout import generate_completions
 from grpo_edu.toy import toy_model, toy_tokenizer
 from grpo_edu.tools import (call_tool, check_tool_tokenizer, check_tools, encode_tool_prompts, parse_turn,
                             scripted_generate, tool_metrics, tool_rollout, tool_schemas, tool_suffix_ids)
-
-
-def multiply(a: int, b: int) -> int:
-    """Multiply two integers.
-
-    Args:
-        a: the first factor
-        b: the second factor
-    """
-    return a * b
-
-
-async def add(a: int, b: int) -> int:
-    """Add two integers.
-
-    Args:
-        a: the first term
-        b: the second term
-    """
-    await asyncio.sleep(0.001)
-    return a + b
-
-
-def explode(x: int) -> int:
-    """Raise.
-
-    Args:
-        x: anything
-    """
-    raise RuntimeError("the tool broke")
-
-
-def hang(x: int) -> int:
-    """Never return in time.
-
-    Args:
-        x: anything
-    """
-    time.sleep(30)
-    return x
-
-
-def silent(x: int):
-    """Return nothing.
-
-    Args:
-        x: anything
-    """
+from toolbox import add, backtrack, crash, explode, flood, hang, leave, multiply, silent, whoami
 
 
 TOOLS = [multiply, add, explode, hang, silent]
@@ -159,15 +112,20 @@ FAILURES = {   # the first turn of 'What is a*b?' for a = 2, and what its error 
     "an exception": (call("explode", '{"x": 2}'), "the tool broke"),
     "a timeout": (call("hang", '{"x": 2}'), "Tool hang timed out after 0.3 s."),
     "a result that is not text": (call("silent", '{"x": 2}'), "returned a NoneType, not text"),
+    # A tool runs in a worker process: what would end or stall the run costs that worker, which is replaced.
+    "os._exit(0)": (call("leave", '{"x": 2}'), "Tool leave ended its worker process (exit status 0)"),
+    "a segmentation fault": (call("crash", '{"x": 2}'), "Tool crash ended its worker process (killed by SIGSEGV)"),
+    "the GIL held": (call("backtrack", '{"x": 2}'), "Tool backtrack timed out after 0.3 s."),
 }
+HOSTILE = [leave, crash, backtrack, flood, whoami]
 
 
 @pytest.mark.parametrize("failure", list(FAILURES))
 def test_every_failure_is_answered_counted_and_the_rollout_goes_on(qwen, failure):
     first, expected = FAILURES[failure]
-    ids, mask = encode_tool_prompts(qwen, prompts_for(QUESTIONS[:3]), TOOLS)
+    ids, mask = encode_tool_prompts(qwen, prompts_for(QUESTIONS[:3]), TOOLS + HOSTILE)
     start = time.perf_counter()
-    out = tool_rollout(None, qwen, ids, mask, TOOLS, 512, tool_timeout=0.3,
+    out = tool_rollout(None, qwen, ids, mask, TOOLS + HOSTILE, 512, tool_timeout=0.3,
                        generate=scripted_generate(respond_with({"0": "Zero.<|im_end|>", "2": first})))
     assert time.perf_counter() - start < 10
     failed = out.completions[2]
@@ -179,6 +137,46 @@ def test_every_failure_is_answered_counted_and_the_rollout_goes_on(qwen, failure
     assert (out.tool_calls, out.tool_failures) == (2, 1)
     assert tool_metrics(out.tool_calls, out.tool_failures, 3) == {"tools/call_frequency": 2 / 3,
                                                                   "tools/failure_frequency": 0.5}
+
+
+def test_a_long_result_is_cut_before_it_is_tokenised(qwen):
+    "A tool that returns 2 MB: the model reads its first max_tool_result_chars characters and a marker."
+    ids, mask = encode_tool_prompts(qwen, prompts_for(QUESTIONS[2:3]), HOSTILE)
+    respond = respond_with({"2": call("flood", '{"x": 2}')})
+    out = tool_rollout(None, qwen, ids, mask, HOSTILE, 512, max_tool_result_chars=20,
+                       generate=scripted_generate(respond))
+    assert out.completions[0][1] == {"role": "tool", "name": "flood",
+                                     "content": "7" * 20 + "… [cut: 2000000 characters, the first 20 kept]"}
+    assert (out.tool_calls, out.tool_failures) == (1, 0)
+
+
+def test_the_calls_of_a_turn_run_side_by_side_in_worker_processes(qwen):
+    "Four rows call at once: four worker processes answer, none of them this one."
+    import os
+    questions = ["What is 2*3?", "What is 3*4?", "What is 4*5?", "What is 5*6?"]
+    ids, mask = encode_tool_prompts(qwen, prompts_for(questions), [whoami])
+    first = {a: call("whoami", '{"x": 1}') for a in "2345"}
+    out = tool_rollout(None, qwen, ids, mask, [whoami], 512, tool_workers=4,
+                       generate=scripted_generate(respond_with(first)))
+    pids = {int(row[1]["content"]) for row in out.completions}
+    assert len(pids) == 4 and os.getpid() not in pids
+
+
+def test_a_tool_defined_in_main_runs_here_with_a_warning(qwen):
+    "A worker cannot import a tool from __main__ (a notebook, the training script): it runs in this process."
+    def double(x: int) -> int:
+        """Double.
+
+        Args:
+            x: a number
+        """
+        return 2 * x
+    double.__module__ = "__main__"
+    ids, mask = encode_tool_prompts(qwen, prompts_for(QUESTIONS[2:3]), [double])
+    respond = respond_with({"2": call("double", '{"x": 21}')})
+    with pytest.warns(UserWarning, match="runs in this process"):
+        out = tool_rollout(None, qwen, ids, mask, [double], 512, generate=scripted_generate(respond))
+    assert out.completions[0][1]["content"] == "42"
 
 
 def test_async_tool_and_the_tool_mask(qwen):
