@@ -17,7 +17,8 @@ __all__ = ['TRACKERS', 'MODEL_EXAMPLE', 'tracker_names', 'check_trackers', 'chec
 # %% ../nbs/api/09b_preflight.ipynb #c1e47996
 import importlib.util
 from pathlib import Path
-from .errors import GRPOEduError, check_local_path, check_writable_folder, closest
+from .errors import GRPOEduError, check_local_path, check_path_name
+from .errors import check_writable_folder, closest
 from .checkpoint import check_model_folder, latest_checkpoint, resolve_checkpoint
 from .rewards import REWARD_FUNCS, import_reward_func, is_import_path
 from .tools import load_tools
@@ -133,6 +134,10 @@ def check_installed(c) -> None:
 # %% ../nbs/api/09b_preflight.ipynb #2f1137a2
 def check_paths(c) -> None:
     "The files and folders the run reads or writes: model, data, output_dir and its old run."
+    named = {"output_dir": c.output_dir, "dataset": c.dataset, "dataset_path": c.dataset_path,
+             "resume_from_checkpoint": c.resume_from_checkpoint}
+    for field, path in named.items():   # text a file system can hold, before any is looked for
+        if path is not None: check_path_name(path, field)
     if c.model_name_or_path != "toy":
         check_local_path(c.model_name_or_path, "model_name_or_path", MODEL_EXAMPLE)
         check_model_folder(c.model_name_or_path, "model_name_or_path")

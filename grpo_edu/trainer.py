@@ -24,7 +24,7 @@ __all__ = ['GRPOTrainer', 'sampler_differs', 'correct_sampler', 'SyncRefModelCal
            'micro_batches', 'micro_batch', 'EntropyTerms', 'split_generation']
 
 # %% ../nbs/api/15_trainer.ipynb #6fa598f8
-import dataclasses, math, shutil, signal, time, warnings
+import dataclasses, math, signal, time, warnings
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -37,7 +37,8 @@ from transformers import TrainerCallback, TrainerControl, TrainerState, get_sche
 from transformers.trainer_callback import CallbackHandler, DefaultFlowCallback
 from transformers.utils import logging as hf_logging
 from .advantages import decoupled_advantages, group_advantages, group_reward_std, nanstd
-from .checkpoint import checkpoints, load_weights, read_safetensors, restore_run, save_run
+from .checkpoint import delete_set_aside, load_weights, read_safetensors, restore_run
+from .checkpoint import save_run, set_aside_run
 from .config import GRPOConfig
 from .recipe import as_config
 from .data import check_eval_dataset, check_prompt_dataset, prompt_indices
@@ -716,9 +717,16 @@ def save(self: GRPOTrainer) -> Path | None:
              "entropy_control": self.entropy_control.state_dict(),
              **({"generation": pending} if pending is not None else {})}
     moved_reference = self.ref_model if args.sync_ref_model else None   # π_ref has moved (TR-DPO)
-    return save_run(self.accelerator, self.model, self.optimizer, self.scheduler, self.tokenizer,
+    path = save_run(self.accelerator, self.model, self.optimizer, self.scheduler, self.tokenizer,
                     args.output_dir, self.step, state, self.placement.sharded_optimizer,
                     args.save_total_limit, reference=moved_reference)
+    # The run this one replaces (overwrite_output_dir) goes once this run has a checkpoint.
+    if path is not None and getattr(self, "_replaced", None) is not None:
+        deleted = delete_set_aside(args.output_dir)
+        print(f"[grpo-edu] overwrite_output_dir: deleted {deleted} checkpoint(s) of the previous"
+              f" run ({self._replaced}), now that {path.name} is saved")
+        self._replaced = None
+    return path
 
 # %% ../nbs/api/15_trainer.ipynb #288ab259
 @patch
@@ -791,16 +799,19 @@ def train(self: GRPOTrainer) -> dict:
 # %% ../nbs/api/15_trainer.ipynb #a4c2af68
 @patch
 def _start_run(self: GRPOTrainer) -> RunLog:
-    "Resume if asked (else clear a replaced run's checkpoints), open the log, evaluate before."
+    "Resume if asked (else set a replaced run aside until a checkpoint), open the log, evaluate."
     args, main, out = self.args, self.accelerator.is_main_process, Path(self.args.output_dir)
     resumed = self._resume(args.resume_from_checkpoint) if args.resume_from_checkpoint else None
-    if args.overwrite_output_dir and resumed is None and main and (old := checkpoints(out)):
-        for folder in old:                           # asked for: this run replaces the one there
-            shutil.rmtree(folder)
-        print(
-            f"[grpo-edu] overwrite_output_dir: deleted {len(old)} checkpoint(s) of the previous"
-            f" run in {out}"
-        )
+    self._replaced = None
+    if args.overwrite_output_dir and resumed is None and main:
+        # Moved, not deleted: a crash before this run's first checkpoint leaves the old run whole.
+        self._replaced = set_aside_run(out)
+        if self._replaced is not None:
+            print(
+                f"[grpo-edu] overwrite_output_dir: the previous run in {out} is set aside in"
+                f" {self._replaced} and deleted once this run's first checkpoint is saved (until"
+                " then, move its contents back to recover it)"
+            )
     # RunLog also writes the run's settings to config.yaml.
     log = RunLog(out, args.report_to, resumed, self.health, main, self.max_steps,
                  args.logging_steps, config=args)

@@ -41,6 +41,11 @@ def _write(path, text):
     (["--seed", "-1"], "seed=-1 must be in [0, 2**32)"),                      # not numpy's error after the warm start
     (["--model_init_kwargs", '{"device_map": "auto"}'], "model_init_kwargs.device_map='auto' is not passed: accelerate"),
     (["--model_init_kwargs", '{"attn_implementation": "eager"}'], "model_name_or_path=toy is built in code, not loaded"),
+    (["--num_train_epochs", "nan", "--max_steps", "-1"], "num_train_epochs=nan must be a finite number"),
+    (["--num_train_epochs", "inf", "--max_steps", "-1"], "num_train_epochs=inf must be a finite number"),
+    (["--delta", "nan"], "delta=nan must be a finite number"),        # not a nan loss with the monitor saying ok
+    (["--max_grad_norm", "inf"], "max_grad_norm=inf must be a finite number: ≥ 0 (1.0 is typical; 0 turns"),
+    (["--reward_weights", "1,nan", "--reward_funcs", "accuracy,format"], "reward_weights=[1.0, nan] must be a finite"),
 ])
 def test_config_errors(args, expected, tmp_path):
     r = cli("train", *args, "--output_dir", tmp_path)
@@ -273,3 +278,82 @@ def test_tool_timeout_must_be_a_finite_positive_number(command, value, tmp_path)
             tmp_path / "out")
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-2000:]
     assert f"tool_timeout={float(value)} must be finite seconds > 0" in r.stderr, r.stderr
+
+def test_every_float_field_refuses_nan_and_inf():
+    "Each float field of GRPOConfig (and a list of them): nan and inf refused, naming the field, before any file is read."
+    from grpo_edu.config import FIELD_TYPES
+    floats = [name for name, hint in FIELD_TYPES.items() if "float" in str(hint)]
+    assert {"delta", "num_train_epochs", "learning_rate", "tool_timeout", "reward_weights"} <= set(floats)
+    for name in floats:
+        for bad in (float("nan"), float("inf"), float("-inf")):
+            value = [1.0, bad] if str(FIELD_TYPES[name]).startswith("list") else bad
+            with pytest.raises(GRPOEduError, match=f"^{name}=.* must be a finite number"):
+                GRPOConfig(**{name: value}).validate(offline=True)
+
+
+def test_recipe_with_a_key_given_twice(tmp_path):
+    "A YAML key given twice: refused with both lines, where YAML alone lets the last one win."
+    cfg = _write(tmp_path / "r.yaml", "max_steps: 1\nbeta: 0.0\nmax_steps: 500\n")
+    r = cli("train", "--config", cfg, "--output_dir", tmp_path / "out")
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert "`max_steps` is given twice (lines 1 and 3), and only the last would count" in r.stderr, r.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_recipe_alias_bomb_is_refused_quickly(tmp_path):
+    "Nine levels of nine aliases (9**9 values once expanded, 500 bytes): refused in one short paragraph, never expanded."
+    levels = ['a: &a ["x","x","x","x","x","x","x","x","x"]']
+    levels += [f"{c}: &{c} [{', '.join([f'*{p}'] * 9)}]" for p, c in zip("abcdefgh", "bcdefghi")]
+    cfg = _write(tmp_path / "bomb.yaml", "\n".join(levels) + "\nmax_steps: 1\n")
+    r = cli("train", "--config", cfg, "--output_dir", tmp_path / "out", timeout=60)
+    assert r.returncode == 2 and "expand to more than 100,000 values" in r.stderr, r.stderr[-2000:]
+    assert len(r.stderr) < 1000 and "Traceback" not in r.stderr                      # the expansion is never shown
+
+
+@pytest.mark.parametrize("command", [
+    ["train", "--output_dir", "{long}"],
+    ["train", "--config", "{long}.yaml"],
+    ["train", "--dataset", "{long}.jsonl", "--output_dir", "{tmp}/out"],
+    ["train", "--resume_from_checkpoint", "{long}", "--output_dir", "{tmp}/out"],
+    ["train", "--model_name_or_path", "{long}", "--output_dir", "{tmp}/out"],
+    ["eval", "--model", "{long}"],
+    ["eval", "--model", "{tmp}", "--output", "{long}.json"],
+])
+def test_a_path_longer_than_the_file_system_allows(tmp_path, command):
+    "A file name of 300 bytes (the limit is 255): one paragraph naming the option, shortened, not an OSError traceback."
+    (tmp_path / "config.json").write_text("{}")                           # a model folder, for eval's --output
+    long = str(tmp_path / ("a" * 300))
+    r = cli(*[a.format(long=long, tmp=tmp_path) for a in command])
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert "is too long for a path: a name of 30" in r.stderr and "where the file system allows 255" in r.stderr, r.stderr
+    assert "a" * 100 not in r.stderr                                       # the value is shortened
+
+
+def test_an_output_dir_that_cannot_be_encoded(tmp_path):
+    "A lone surrogate in output_dir (a YAML escape): refused before anything loads, not at the first save after training."
+    cfg = _write(tmp_path / "r.yaml", f'output_dir: "{tmp_path}/run-\\ud800"\nmax_steps: 1\n')
+    r = cli("train", "--config", cfg, timeout=60)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert "output_dir=" in r.stderr and "cannot be a file name: it holds '\\ud800'" in r.stderr, r.stderr
+    assert list(tmp_path.iterdir()) == [cfg]                               # nothing written
+
+
+def test_overwrite_keeps_the_old_run_until_the_new_one_has_a_checkpoint(tmp_path):
+    """--overwrite_output_dir: the old run is moved aside (.replaced-run), not deleted, so a new run that fails in its
+    first step leaves it whole and recoverable; it is deleted once a new run's first checkpoint is complete."""
+    from grpo_edu.checkpoint import checkpoints, checkpoint_problems, save_checkpoint
+    tok = toy_tokenizer()
+    for step in (1, 2): save_checkpoint(tmp_path, step, toy_model(tok, 32, 1), tok, {"note": step})
+    _write(tmp_path / "metrics.jsonl", '{"step": 2}\n')
+    def broken(completions, **kw): raise RuntimeError("a bug in a new reward")
+    with pytest.raises(GRPOEduError, match="raised RuntimeError"):
+        _trainer(tmp_path, broken, overwrite_output_dir=True).train()
+    aside = tmp_path / ".replaced-run"
+    assert checkpoints(tmp_path) == [] and sorted(p.name for p in aside.iterdir()) == [
+        "checkpoint-1", "checkpoint-2", "metrics.jsonl"]
+    assert all(checkpoint_problems(aside / f"checkpoint-{s}") == [] for s in (1, 2))   # recoverable: move it back
+    with pytest.raises(GRPOEduError, match="raised RuntimeError"):                  # a second failed try: still kept
+        _trainer(tmp_path, broken, overwrite_output_dir=True).train()
+    assert len(list(aside.glob("checkpoint-*"))) == 2
+    _trainer(tmp_path, lambda completions, **kw: [1.0] * len(completions), overwrite_output_dir=True).train()
+    assert not aside.exists() and [p.name for p in checkpoints(tmp_path)] == ["checkpoint-1"]

@@ -262,3 +262,170 @@ def test_damaged_warm_start_cache_entry_is_recomputed(tmp_path):
     sft_warm_start(reference, tok, data, **kw)
     assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), reference.state_dict().values()))
     assert cached_warm_start(fresh(), tok, data, cache_dir=tmp_path, **kw)[1] == f   # replaced by a whole one
+
+
+# A checkpoint folder is untrusted input: which one is `latest`, what is in it, and what its fields hold.
+
+def toy_checkpoints(folder: Path, steps, limit=None) -> list:
+    "Real checkpoints of the toy model at `steps`, as save_checkpoint writes them (no training)."
+    from grpo_edu.toy import toy_model, toy_tokenizer
+    tok = toy_tokenizer()
+    model = toy_model(tok, 16, 1)
+    return [save_checkpoint(folder, s, model, tok, {"note": s}, save_total_limit=limit) for s in steps]
+
+
+def test_latest_refuses_a_folder_whose_step_is_not_its_name(copy):
+    """checkpoint-999999999999 holding step 2 (a copy renamed by hand) is not taken for the newest: `latest` refuses it,
+    naming the folder, before anything loads, and the run's own checkpoints are untouched."""
+    shutil.copytree(copy / "checkpoint-2", copy / "checkpoint-999999999999")
+    before = sorted(p.name for p in copy.glob("checkpoint-*"))
+    r = cli("train", *RUN, "--save_steps", "2", "--save_total_limit", "3", "--output_dir", copy,
+            "--resume_from_checkpoint", "latest")
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-3000:]
+    assert f"{copy / 'checkpoint-999999999999'} holds the state of step 2, not of step 999999999999" in r.stderr
+    assert sorted(p.name for p in copy.glob("checkpoint-*")) == before
+
+
+def test_rotation_never_deletes_a_later_step(tmp_path):
+    """save_total_limit=2 with a stray checkpoint of a later step beside the run: the run's own older checkpoints rotate
+    as usual, and the later one is never deleted (nor does it push the run's own newest out)."""
+    toy_checkpoints(tmp_path, [999999999999])
+    toy_checkpoints(tmp_path, [1, 2, 3], limit=2)
+    assert sorted(p.name for p in tmp_path.glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-3",
+                                                                      "checkpoint-999999999999"]
+
+
+def test_names_that_are_not_checkpoints_are_ignored_with_a_warning(tmp_path):
+    "checkpoint-best, checkpoint-0007, checkpoint-5.bak: never resumed from or rotated, and named in one warning."
+    toy_checkpoints(tmp_path, [1, 2])
+    for name in ("checkpoint-best", "checkpoint-0007", "checkpoint-5.bak"):
+        shutil.copytree(tmp_path / "checkpoint-1", tmp_path / name)
+    from grpo_edu.checkpoint import checkpoints, resolve_checkpoint
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        assert [p.name for p in checkpoints(tmp_path)] == ["checkpoint-1", "checkpoint-2"]
+        assert resolve_checkpoint("latest", tmp_path) == tmp_path / "checkpoint-2"
+        toy_checkpoints(tmp_path, [3], limit=1)
+    assert "checkpoint-0007, checkpoint-5.bak, checkpoint-best: not checkpoint-<step> folders" in str(said[0].message)
+    assert all((tmp_path / n).is_dir() for n in ("checkpoint-best", "checkpoint-0007", "checkpoint-5.bak"))
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "outside-file"])
+@pytest.mark.parametrize("sealed", [True, False])
+def test_files_that_are_not_regular_are_never_opened(copy, tmp_path, kind, sealed):
+    """A FIFO named like a weights shard (a real os.mkfifo: opening it would block for ever), a symbolic link to
+    /dev/zero, or one to a file outside: named from the directory entry alone, exit 2, no traceback, within a short
+    timeout; with the manifest listing it (resealed by hand) or not."""
+    ck = copy / "checkpoint-6"
+    shard = ck / "model-00002-of-00002.safetensors"
+    if kind == "fifo": os.mkfifo(shard)
+    elif kind == "dev-zero": shard.symlink_to("/dev/zero")
+    else:
+        (tmp_path / "elsewhere.safetensors").write_bytes((ck / "model.safetensors").read_bytes())
+        shard.symlink_to(tmp_path / "elsewhere.safetensors")
+    if sealed:
+        listed = json.loads((ck / MANIFEST).read_text())
+        listed["files"][shard.name] = {"size": 0, "sha256": "0" * 64}
+        (ck / MANIFEST).write_text(json.dumps(listed))
+    else: (ck / MANIFEST).unlink()
+    r = run_cli("train", *RUN, "--output_dir", copy, "--resume_from_checkpoint", ck, timeout=90)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-3000:]
+    what = "a FIFO" if kind == "fifo" else "a symbolic link"
+    assert f"{shard.name} is {what}, not a regular file" in r.stderr, r.stderr[-3000:]
+    assert f"--resume_from_checkpoint {copy / 'checkpoint-4'}" in r.stderr
+    r = run_cli("eval", "--model", ck, "--dataset", "toy", "--max_samples", "8", timeout=90)
+    assert r.returncode == 2 and f"{shard.name} is {what}" in r.stderr and "Traceback" not in r.stderr, r.stderr[-3000:]
+
+
+def test_sizes_and_headers_are_compared_before_any_hashing(tmp_path):
+    """A weights file grown to a sparse terabyte, its manifest entry rewritten to match: refused from its header,
+    without one byte hashed; a terabyte-sized tokenizer file is refused from its size alone."""
+    from unittest import mock
+    ck, = toy_checkpoints(tmp_path, [1])
+    with open(ck / "model.safetensors", "r+b") as f: f.truncate(1 << 40)
+    listed = json.loads((ck / MANIFEST).read_text())
+    listed["files"]["model.safetensors"]["size"] = 1 << 40
+    with open(ck / "tokenizer.json", "r+b") as f: f.truncate(1 << 40)
+    listed["files"]["tokenizer.json"]["size"] = 1 << 40
+    (ck / MANIFEST).write_text(json.dumps(listed))
+    with mock.patch("grpo_edu.checkpoint.file_sha256", side_effect=AssertionError("hashed")):
+        said = checkpoint_problems(ck)
+    assert said == [f"tokenizer.json holds {1 << 40:,} bytes: no file of its kind in a checkpoint is that large "
+                    "(a tokenizer or config file is megabytes)"], said
+    listed["files"]["tokenizer.json"]["size"] = (ck / "tokenizer.json").stat().st_size
+    with open(ck / "tokenizer.json", "r+b") as f: f.truncate(1000)
+    listed["files"]["tokenizer.json"]["size"] = 1000
+    (ck / MANIFEST).write_text(json.dumps(listed))
+    with mock.patch("grpo_edu.checkpoint.file_sha256", side_effect=AssertionError("hashed")):
+        said = checkpoint_problems(ck)
+    assert len(said) == 1 and said[0].startswith("model.safetensors is not a whole safetensors file"), said
+
+
+def test_a_linked_checkpoint_folder_is_refused_before_anything_is_deleted(run, tmp_path):
+    """A checkpoint-N that is a symbolic link to another folder: a new run over it (--overwrite_output_dir), a resume
+    and a save with rotation are refused naming it, and neither the link nor what it points to is touched."""
+    out, target = tmp_path / "out", tmp_path / "precious"
+    shutil.copytree(run / "checkpoint-6", target)
+    toy_checkpoints(out, [1, 2])
+    (out / "checkpoint-9").symlink_to(target, target_is_directory=True)
+    for extra in (["--overwrite_output_dir", "true"], ["--resume_from_checkpoint", "latest"]):
+        r = cli("train", *RUN, "--output_dir", out, *extra)
+        assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-3000:]
+        assert f"{out / 'checkpoint-9'} is a symbolic link (to {target})" in r.stderr, r.stderr[-3000:]
+        assert "Nothing was saved or deleted" in r.stderr
+    with pytest.raises(GRPOEduError, match="is a symbolic link"):
+        toy_checkpoints(out, [3], limit=1)
+    assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-1", "checkpoint-2", "checkpoint-9"]
+    assert (out / "checkpoint-9").is_symlink() and checkpoint_problems(target) == []
+
+
+@pytest.mark.parametrize("field,value,said", [
+    ("rng", "abc", "`rng` is str 'abc', where a save writes the RNG states"),
+    ("optimizer", {}, "`optimizer` is dict {}, where a save writes an optimizer's state_dict"),
+    ("step", "6", "`step` is str '6', where a save writes a whole number"),
+    ("scheduler", [1, 2], "`scheduler` is list [1, 2]"),
+])
+def test_resealed_state_of_the_wrong_kinds_is_refused(copy, field, value, said):
+    """trainer_state.pt rewritten as data of the wrong kinds, its manifest resealed: one paragraph naming the field,
+    exit 2, before any weights load (not a TypeError from deep inside the resume)."""
+    ck = copy / "checkpoint-6"
+    torch.save({**load_trainer_state(ck), field: value}, ck / "trainer_state.pt")
+    write_manifest(ck)
+    r = cli("train", *RUN, "--output_dir", copy, "--resume_from_checkpoint", ck)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-3000:]
+    assert said in r.stderr and "nothing was loaded from it" in r.stderr, r.stderr[-3000:]
+    assert len(r.stderr.strip().splitlines()) == 1                     # one paragraph
+
+
+def test_eval_refuses_a_crafted_pytorch_model_bin(run, tmp_path):
+    """A model folder (config.json, no manifest) whose weights are a pytorch_model.bin that would run code: eval names
+    the file and runs nothing, without torch's traceback that suggests weights_only=False."""
+    folder, marker = tmp_path / "model", tmp_path / "payload-ran"
+    folder.mkdir()
+    for name in ("config.json", "tokenizer.json", "tokenizer_config.json"):
+        if (run / "checkpoint-6" / name).exists(): shutil.copy(run / "checkpoint-6" / name, folder / name)
+    torch.save({"model.embed_tokens.weight": Payload(marker)}, folder / "pytorch_model.bin")
+    r = run_cli("eval", "--model", folder, "--dataset", "toy", "--max_samples", "8", timeout=120)
+    assert r.returncode == 2 and "Traceback" not in r.stderr and "weights_only" not in r.stderr, r.stderr[-3000:]
+    assert "pytorch_model.bin is not plain data: unpickling it would call posix.system" in r.stderr, r.stderr[-3000:]
+    assert not marker.exists()
+
+
+def test_a_full_disk_at_save_names_the_folder_and_keeps_the_older_checkpoints(tmp_path):
+    """No space left while a checkpoint is written (an OSError(ENOSPC), as the write would raise it): one paragraph naming
+    the checkpoint, its partial copy removed, and the older checkpoints intact and not rotated away."""
+    import errno
+    from unittest import mock
+    toy_checkpoints(tmp_path, [1, 2], limit=2)
+    full = OSError(errno.ENOSPC, "No space left on device")
+    for target in ("torch.save", "grpo_edu.checkpoint.write_manifest"):
+        with mock.patch(target, side_effect=full), pytest.raises(GRPOEduError) as e:
+            toy_checkpoints(tmp_path, [3], limit=2)
+        assert f"could not save {tmp_path / 'checkpoint-3'}: the disk is full" in str(e.value)
+        assert "older checkpoints in" in str(e.value) and "--resume_from_checkpoint latest" in str(e.value)
+        assert sorted(p.name for p in tmp_path.glob("*checkpoint-*")) == ["checkpoint-1", "checkpoint-2"]
+        assert all(checkpoint_problems(tmp_path / f"checkpoint-{s}") == [] for s in (1, 2))
+    torch_full = RuntimeError("[enforce fail at inline_container.cc:595] . PytorchStreamWriter failed writing file "
+                              "data/0: file write failed")                          # what torch.save raises
+    with mock.patch("torch.save", side_effect=torch_full):
+        with pytest.raises(GRPOEduError, match="the disk is full"): toy_checkpoints(tmp_path, [3], limit=2)
