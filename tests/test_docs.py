@@ -145,7 +145,7 @@ def test_every_chapter_is_rendered(site):
     for nb in ["index.ipynb", "01_objective.ipynb", "02_zero_loss.ipynb", "03_kl.ipynb",
                "04_advantages.ipynb", "05_logprobs.ipynb", "06_naive_loop.ipynb", "07_ppo_vs_grpo.ipynb",
                "08_batches.ipynb", "09_training.ipynb", "10_speed.ipynb", "11_memory.ipynb",
-               "12_lora.ipynb", "13_sampler.ipynb", "14_tools.ipynb",
+               "12_lora.ipynb", "13_sampler.ipynb", "14_tools.ipynb", "15_loss_family.ipynb",
                "api/01_loss.ipynb", "api/15_trainer.ipynb"]:
         assert nb in names, nb
 
