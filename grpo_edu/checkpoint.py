@@ -304,7 +304,9 @@ def checkpoint_problems(
     "What is wrong with a checkpoint: odd entries, sizes, then what opening finds, then sha256s."
     folder = Path(folder)
     wanted = lambda name: not (model_only and _training_state(name))
-    files, odd = _entries(folder)
+    # A plain model folder may link its files (the Hugging Face cache does); a checkpoint may not.
+    plain = model_only and not any(os.path.lexists(folder / f) for f in (MANIFEST, "trainer_state.pt"))
+    files, odd = _entries(folder, follow=plain)
     if odd: return odd                   # a link, FIFO or device: nothing in it is opened
     files = {name: f for name, f in files.items() if wanted(name)}
     key = (str(folder.resolve()), model_only,
@@ -321,13 +323,17 @@ def checkpoint_problems(
 _KINDS = {stat.S_ISLNK: "a symbolic link", stat.S_ISFIFO: "a FIFO", stat.S_ISCHR: "a device",
           stat.S_ISBLK: "a device", stat.S_ISSOCK: "a socket"}
 
-def _entries(folder: Path) -> tuple[dict, list]:
+def _entries(
+    folder: Path,
+    follow: bool = False,   # a link to a regular file counts as one (a model in the Hugging Face cache)
+) -> tuple[dict, list]:
     "A folder's regular files by name, and a problem for each entry that is neither file nor folder."
     files, odd = {}, []
     for root, dirs, names in os.walk(folder):            # never into a linked folder
         for entry in sorted(dirs + names):
             path = Path(root) / entry
             name, mode = path.relative_to(folder).as_posix(), path.lstat().st_mode
+            if follow and stat.S_ISLNK(mode) and os.path.exists(path): mode = path.stat().st_mode
             if stat.S_ISREG(mode): files[name] = path
             elif not stat.S_ISDIR(mode):
                 kind = next((k for test, k in _KINDS.items() if test(mode)), "not a file")
