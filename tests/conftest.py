@@ -71,11 +71,11 @@ def warm_start_cache(tmp_path_factory):
 
 
 @pytest.fixture(autouse=True)
-def own_working_folder(tmp_path, monkeypatch):
-    """Each test runs in a fresh working folder of its own. A relative path a test writes (a recipe's `runs/...`)
-    lands there, and nothing a user left in the checkout (the README examples' `runs/`) changes what a test sees."""
-    folder = tmp_path / "cwd"
-    folder.mkdir()
+def own_working_folder(tmp_path_factory, monkeypatch):
+    """Each test runs in a fresh working folder of its own (beside its `tmp_path`, not in it). A relative path a test
+    writes (a recipe's `runs/...`) lands there, and nothing a user left in the checkout (the README examples' `runs/`)
+    changes what a test sees."""
+    folder = tmp_path_factory.mktemp("cwd")
     monkeypatch.chdir(folder)
     return folder
 
