@@ -41,7 +41,7 @@ __all__ = ['QWEN_RESPONSE_TEMPLATE', 'tool_name', 'tool_schemas', 'check_tools',
            'import_tool', 'load_tools']
 
 # %% ../nbs/api/05_tools.ipynb #408a5c21
-import asyncio, copy, inspect, threading, warnings
+import asyncio, copy, functools, inspect, threading, warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -56,7 +56,7 @@ from grpo_edu.rollout import (
     is_conversational,
 )
 from .rollout import pick_engine, rollout_engine
-from .usercode import TEXT_RESULTS, cap_text, import_user_module, tool_pool, tool_reference
+from .usercode import cap_text, import_user_module, tool_answer, tool_pool, tool_reference
 
 # %% ../nbs/api/05_tools.ipynb #8379eae3
 def tool_name(tool) -> str:
@@ -286,16 +286,13 @@ def call_tool(
     try:
         if "error" in call: raise ValueError(call["error"])
         if name not in tools: raise ValueError(f"Tool {name} not found.")
-        result = run_tool(tools[name], call["arguments"], timeout)
-        if not isinstance(result, TEXT_RESULTS):
-            raise TypeError(
-                f"Tool {name} returned a {type(result).__name__}, not text (str, int, float or "
-                "bool)."
-            )
-        return {"role": "tool", "name": name, "content": cap_text(str(result), max_chars)}, False
+        tool = tools[name]
+        # The answer a worker gives (tool_answer), here in a thread that a timeout leaves behind.
+        answer = functools.wraps(tool)(lambda **arguments: tool_answer(tool, name, arguments))
+        content, failed = run_tool(answer, call["arguments"], timeout)
     except Exception as e:
-        content = cap_text(str({"error": str(e)}), max_chars)
-        return {"role": "tool", "name": name, "content": content}, True
+        content, failed = str({"error": str(e)}), True
+    return {"role": "tool", "name": name, "content": cap_text(content, max_chars)}, failed
 
 # %% ../nbs/api/05_tools.ipynb #631db28b
 def answer_calls(
