@@ -1,19 +1,20 @@
-"""The default run (`grpo-edu train`, no arguments) of two versions of grpo_edu, side by side, on several seeds.
+"""The default run (`grpo-edu train`, no arguments) of two grpo_edu versions, side by side, on several seeds.
 
-usage: python scripts/bench-default-run.py [--baseline REV] [--candidate REV] [--seeds 0 1 2] [--set FIELD=VALUE ...]
+usage: python scripts/bench-default-run.py [--baseline REV] [--candidate REV] [--seeds 0 1 2]
+                                           [--set FIELD=VALUE ...]
 
-Each version is a git revision (default: the parent commit against the working tree). For each seed the baseline
-and the candidate run one after the other, on the same machine in the same minutes, so a busy machine slows both
-alike. Each run is `grpo-edu train --seed S` in a fresh folder, with the package imported from that revision's
-tree; `--set FIELD=VALUE` adds a flag to both (for example a shorter `max_steps` to try the script). What is
-recorded for each run:
-- `train_s`: the trainer's `wall_s` (GRPO and its held-out evaluations before and after; the warm start is not in
-  it: it runs before the trainer, and repeats are loaded from the warm-start cache);
+Each version is a git revision (default: the parent commit against the working tree). For each seed the
+baseline and the candidate run one after the other, on the same machine in the same minutes, so a busy
+machine slows both alike. Each run is `grpo-edu train --seed S` in a fresh folder, with the package imported
+from that revision's tree; `--set FIELD=VALUE` adds a flag to both (for example a shorter `max_steps` to try
+the script). What is recorded for each run:
+- `train_s`: the trainer's `wall_s` (GRPO and its held-out evaluations before and after; the warm start is
+  not in it: it runs before the trainer, and repeats are loaded from the warm-start cache);
 - `process_s`: the whole command, start to exit (imports, warm start or its cache, the run);
-- the held-out greedy accuracy before and after (200 problems), with 95% Wilson intervals, and whether the two
-  intervals are apart.
-The record goes to benchmarks/results/cpu-default-run-<date>.json with the CPU's name, the core count and the
-versions; the table is printed. Nothing is asserted: the numbers are measurements of this machine.
+- the held-out greedy accuracy before and after (200 problems), with 95% Wilson intervals, and whether the
+  two intervals are apart.
+The record goes to benchmarks/results/cpu-default-run-<date>.json with the CPU's name, the core count and
+the versions; the table is printed. Nothing is asserted: the numbers are measurements of this machine.
 """
 import argparse, json, math, os, platform, subprocess, sys, tempfile, time
 from datetime import date
@@ -45,6 +46,14 @@ def cpu_name() -> str:
         return next(l.split(":", 1)[1].strip() for l in lines if l.startswith("model name"))
     except (OSError, StopIteration):
         return platform.processor() or platform.machine()
+
+
+def short_rev(rev: str) -> str:
+    "A revision's short hash ('.': HEAD's, marked as the working tree)."
+    named = "HEAD" if rev == "." else rev
+    found = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", named],
+                           capture_output=True, text=True)
+    return found.stdout.strip() + ("+tree" if rev == "." else "")
 
 
 def one_run(tree: Path, seed: int, extra: list[str]) -> dict:
@@ -87,10 +96,9 @@ def main() -> None:
                 runs[name].append(one_run(tree, seed, extra))
                 print(name, json.dumps(runs[name][-1]), flush=True)
         for name, tree in trees.items():
-            if tree != ROOT: subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)])
-    revs = {name: subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", rev if rev != "." else "HEAD"],
-                                 capture_output=True, text=True).stdout.strip() + ("+tree" if rev == "." else "")
-            for name, rev in (("baseline", a.baseline), ("candidate", a.candidate))}
+            if tree != ROOT:
+                subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)])
+    revs = {name: short_rev(rev) for name, rev in (("baseline", a.baseline), ("candidate", a.candidate))}
     record = {"date": date.today().isoformat(), "cpu": cpu_name(), "cores": os.cpu_count(),
               "omp_num_threads": os.environ.get("OMP_NUM_THREADS"), "python": platform.python_version(),
               "revisions": revs, "flags": extra, "runs": runs}
