@@ -14,10 +14,11 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/bench.html.md"""
 # %% auto #0
 __all__ = ['BENCH_SHAPES', 'PHASES', 'BEFORE', 'GPU_SPECS', 'random_model_dir', 'generate_tok_s',
            'ratio_stats', 'sampler_vs_trainer', 'bench_args', 'bench_ours', 'bench_trl',
-           'planner_gib', 'write_record', 'run_bench', 'project_phases']
+           'planner_gib', 'write_record', 'run_bench', 'project_phases', 'quiet_stderr',
+           'operator_split']
 
 # %% ../nbs/api/17_bench.ipynb #465122f5
-import datetime, json, platform, sys, time, warnings
+import contextlib, datetime, json, os, platform, sys, time, warnings
 from pathlib import Path
 import torch
 from .config import GRPOConfig
@@ -539,3 +540,36 @@ def project_phases(
     scale = lambda phase: GPU_SPECS[measured_on][_BOUND[phase]] / GPU_SPECS[target][_BOUND[phase]]
     projected = {k: v * (scale(k) if k in _BOUND else 1.0) for k, v in phases.items()}
     return {**projected, "step": sum(projected.values())}
+
+# %% ../nbs/api/17_bench.ipynb #06161b25
+@contextlib.contextmanager
+def quiet_stderr():
+    "Silence what native code writes to file descriptor 2 (Python's sys.stderr is flushed first)."
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with open(os.devnull, "w") as null:
+        os.dup2(null.fileno(), 2)
+        try: yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+
+# %% ../nbs/api/17_bench.ipynb #a1083345
+def operator_split(
+    work,         # a callable that takes no argument: the work to profile
+    kinds: dict,  # kind -> the operator names it counts (e.g. "aten::mm"); other operators: "other operators"
+) -> tuple[dict, list]:  # ({kind: self ms, ..., "outside any operator": ms}, the 6 largest operators' names)
+    "Profile `work()` on the CPU: self milliseconds per kind of operator, the rest of the wall time, the top operators."
+    from torch.profiler import ProfilerActivity, profile
+    start = time.perf_counter()
+    with quiet_stderr(), profile(activities=[ProfilerActivity.CPU]) as prof:
+        work()
+    wall_ms = 1000 * (time.perf_counter() - start)
+    events = prof.key_averages()
+    split = {}
+    for event in events:
+        kind = next((k for k, names in kinds.items() if event.key in names), "other operators")
+        split[kind] = split.get(kind, 0.0) + event.self_cpu_time_total / 1000
+    split["outside any operator"] = wall_ms - sum(split.values())
+    top = [e.key for e in sorted(events, key=lambda e: -e.self_cpu_time_total)[:6]]
+    return split, top
