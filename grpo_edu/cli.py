@@ -26,8 +26,8 @@ __all__ = ['MAX_YAML_NODES', 'TRAIN_ABOUT', 'EVAL_ABOUT', 'EVAL_RANGES', 'MEMORY
            'field_reader', 'FieldHelp', 'FieldParser', 'config_parser', 'read_yaml', 'read_recipe',
            'load_config', 'recipe_path', 'parse_config', 'toy_settings', 'toy_recipe_note',
            'trainer_from_config', 'train_parser', 'print_summary', 'cmd_train', 'EvalArguments',
-           'check_output_file', 'cmd_eval', 'OptionsHelp', 'lora_note', 'cmd_memory', 'cmd_merge',
-           'cmd_bench', 'cmd_plot', 'main']
+           'check_output_file', 'run_settings', 'with_run_task', 'cmd_eval', 'OptionsHelp',
+           'lora_note', 'cmd_memory', 'cmd_merge', 'cmd_bench', 'cmd_plot', 'main']
 
 # %% ../nbs/api/18_cli.ipynb #6fb02c59
 import argparse, math, os, re, sys, tempfile, typing, warnings
@@ -371,11 +371,12 @@ class EvalArguments:
             "adapters), or a Hub id"
         ),
     )
-    dataset: str = HfArg(
-        default="gsm8k",
+    dataset: str | None = HfArg(
+        default=None,
         help=(
             "gsm8k, toy, multiply, tldr, or a local .jsonl/.json/.csv/.parquet file with "
-            "`prompt` and `answer` columns"
+            "`prompt` and `answer` columns (none: the run's own, from the config.yaml of the "
+            "checkpoint's run folder; gsm8k for a model without one)"
         ),
     )
     dataset_path: str | None = HfArg(
@@ -385,7 +386,9 @@ class EvalArguments:
     max_samples: int | None = HfArg(
         default=None, help="evaluate on the first N problems (none: all)"
     )
-    max_new_tokens: int = HfArg(default=512, help="new tokens per completion")
+    max_new_tokens: int | None = HfArg(default=None, help=(
+        "new tokens per completion (none: the run's max_completion_length, from its config.yaml; "
+        "512 for a model without one)"))
     max_prompt_length: int | None = HfArg(
         default=None, help="keep each prompt's last N tokens (none: all)"
     )
@@ -448,6 +451,43 @@ def check_output_file(path: str) -> None:
             "Give a path in a writable folder, e.g. --output runs/eval.json."
         ) from None
 
+# %% ../nbs/api/18_cli.ipynb #7bf44670
+def run_settings(
+    model: str,   # a checkpoint folder (runs/toy/checkpoint-3000), a model folder or a Hub id
+) -> tuple:       # (the saved fields, the config.yaml they came from), or ({}, None)
+    "The settings of the run a checkpoint belongs to: the config.yaml of its run folder, or its own."
+    for folder in (Path(model).parent, Path(model)):
+        path = folder / "config.yaml"
+        # A run's config.yaml is a few kB: a large file is no run's, and is not read.
+        if not path.is_file() or path.stat().st_size > 1_000_000: continue
+        try: values = read_yaml(path.read_text(), str(path))
+        except (yaml.YAMLError, GRPOEduError, UnicodeDecodeError): continue
+        if isinstance(values, dict): return values, path
+    return {}, None
+
+
+# %% ../nbs/api/18_cli.ipynb #33228216
+def with_run_task(args: EvalArguments) -> EvalArguments:
+    "--dataset (with its dataset_path) and --max_new_tokens not given: the run's, from config.yaml."
+    run, path = run_settings(args.model)
+    text = lambda value: value if isinstance(value, str) and value else None
+    from_run = args.dataset is None and text(run.get("dataset")) is not None
+    if args.dataset is None:
+        args.dataset = text(run.get("dataset")) or "gsm8k"
+        if from_run and args.dataset_path is None: args.dataset_path = text(run.get("dataset_path"))
+    if args.max_new_tokens is None:
+        length = run.get("max_completion_length")
+        args.max_new_tokens = length if type(length) is int and length >= 1 else 512
+    if from_run:
+        print(f"[grpo-edu] eval: --dataset {args.dataset} --max_new_tokens {args.max_new_tokens},"
+              f" the task of the run that wrote {path}")
+    if run.get("tools") and not args.tools:
+        named = ",".join(map(str, run["tools"])) if isinstance(run["tools"], list) else run["tools"]
+        print(f"[grpo-edu] note: the run trained with tools; `--tools {named}` evaluates with them"
+              " (a saved file's tools are never imported).")
+    return args
+
+
 # %% ../nbs/api/18_cli.ipynb #5c7f4a8a
 def cmd_eval(argv: list[str]) -> int:
     "grpo-edu eval --model PATH [--dataset gsm8k|toy|FILE] [--max_samples N] [--pass_k K] ..."
@@ -459,6 +499,7 @@ def cmd_eval(argv: list[str]) -> int:
     check_local_path(args.model, "--model", MODEL_EXAMPLE)          # before the dataset loads
     check_model_folder(args.model, "--model")
     if args.output: check_output_file(args.output)
+    args = with_run_task(args)                                      # the checkpoint's own task
     import torch
     from grpo_edu.data import load_task
     from grpo_edu.evaluation import evaluate_dataset
