@@ -22,12 +22,13 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/cli.html.md"""
 
 # %% auto #0
 __all__ = ['MAX_YAML_NODES', 'TRAIN_ABOUT', 'EVAL_ABOUT', 'EVAL_RANGES', 'MEMORY_ABOUT',
-           'MERGE_ABOUT', 'BENCH_ABOUT', 'PLOT_ABOUT', 'COMMANDS', 'USAGE', 'positive',
-           'field_reader', 'FieldHelp', 'FieldParser', 'config_parser', 'read_yaml', 'read_recipe',
-           'load_config', 'recipe_path', 'parse_config', 'toy_settings', 'toy_recipe_note',
-           'trainer_from_config', 'train_parser', 'print_summary', 'cmd_train', 'EvalArguments',
-           'check_output_file', 'run_settings', 'with_run_task', 'cmd_eval', 'OptionsHelp',
-           'lora_note', 'cmd_memory', 'cmd_merge', 'cmd_bench', 'cmd_plot', 'main']
+           'MERGE_ABOUT', 'BENCH_ABOUT', 'PLOT_ABOUT', 'RECIPES_ABOUT', 'COMMANDS', 'ABOUT',
+           'USAGE', 'HELP', 'positive', 'field_reader', 'FieldHelp', 'FieldParser',
+           'config_parser', 'read_yaml', 'read_recipe', 'load_config', 'recipe_path',
+           'parse_config', 'toy_settings', 'toy_recipe_note', 'trainer_from_config',
+           'train_parser', 'print_summary', 'cmd_train', 'EvalArguments', 'check_output_file',
+           'run_settings', 'with_run_task', 'cmd_eval', 'OptionsHelp', 'lora_note', 'cmd_memory',
+           'cmd_merge', 'cmd_bench', 'cmd_plot', 'cmd_recipes', 'main']
 
 # %% ../nbs/api/18_cli.ipynb #6fb02c59
 import argparse, math, os, re, sys, tempfile, typing, warnings
@@ -38,10 +39,11 @@ from transformers import HfArgumentParser
 from transformers.hf_argparser import HfArg
 from .config import CHOICES, GRPOConfig
 from .preflight import MODEL_EXAMPLE
-from .recipe import TOY_RECIPE, config_from_dict, not_a_field, text_reader
+from .recipe import TOY_RECIPE, config_from_dict, field_value, not_a_field
+from .recipe import find_recipe, recipe_description, shipped_recipes
 from .checkpoint import check_model_folder
 from .errors import GRPOEduError, check_local_path, check_values, closest, optional_type
-from .errors import check_path_name, type_error
+from .errors import check_path_name
 
 # %% ../nbs/api/18_cli.ipynb #e0e138be
 def positive(kind: type = int) -> typing.Callable[[str], int | float]:
@@ -57,12 +59,12 @@ def positive(kind: type = int) -> typing.Callable[[str], int | float]:
 
 # %% ../nbs/api/18_cli.ipynb #bcbb16aa
 def field_reader(cls: type, name: str) -> typing.Callable[[str], object]:
-    "argparse's `type` for field `name` of `cls`: text_reader, and a message naming the field."
-    read = text_reader(typing.get_type_hints(cls)[name])
+    "argparse's `type` for field `name` of `cls`: read as a recipe's value is (field_value)."
     def parse(text: str):
-        try: return read(text)
-        except (ValueError, TypeError, argparse.ArgumentTypeError):
-            raise argparse.ArgumentTypeError(type_error(cls, name, text)) from None
+        # argparse turns a ValueError (GRPOEduError is one) into "invalid value": its own error
+        # type keeps field_value's message, which names the field.
+        try: return field_value(name, text, cls)
+        except GRPOEduError as e: raise argparse.ArgumentTypeError(str(e)) from None
     return parse
 
 # %% ../nbs/api/18_cli.ipynb #f775656b
@@ -145,8 +147,8 @@ def config_parser(**kwargs) -> FieldParser:
         "--config",
         metavar="FILE.yaml",
         help=(
-            "a YAML recipe of field: value (configs/ has "
-            "examples); each --field value given overrides it"
+            "a YAML recipe of field: value: a file's path, or a shipped recipe's name (`grpo-edu "
+            "recipes` lists them); each --field value given overrides it"
         ),
     )
     return parser
@@ -206,14 +208,18 @@ def _refuse_repeated_keys(node, source: str) -> None:
         seen[key.value] = key.start_mark.line + 1
 
 # %% ../nbs/api/18_cli.ipynb #e8f320ec
-def read_recipe(path) -> dict:
+def read_recipe(
+    path,   # a YAML recipe's path, or a shipped recipe's name (`grpo-edu recipes` lists them)
+) -> dict:
     "A YAML recipe's mapping of field: value, with an error that says what is wrong with the file."
     check_path_name(path, "--config")
-    p = Path(path)
+    p = find_recipe(str(path)) or Path(path)
     if not p.is_file():
+        names = list(shipped_recipes())
         raise GRPOEduError(
             f"config file {p} {'is a folder' if p.is_dir() else 'does not exist'}: give a "
-            "YAML recipe, e.g. configs/qwen2.5-0.5b-gsm8k-1x4090.yaml."
+            "YAML recipe's path, or a shipped recipe's name (`grpo-edu recipes` lists them), e.g. "
+            f"--config qwen2.5-0.5b-gsm8k-1x4090.{closest(Path(path).stem, names)}"
         )
     try:
         recipe = read_yaml(p.read_text(), str(p)) or {}
@@ -310,7 +316,8 @@ def trainer_from_config(args: GRPOConfig) -> "GRPOTrainer":
 # %% ../nbs/api/18_cli.ipynb #3b280292
 TRAIN_ABOUT = (
     "Without --config: the embedded toy run (no network, no GPU). A YAML recipe holds the same "
-    "fields (configs/ has examples); each --field value given overrides it. Each flag shows its "
+    "fields (`grpo-edu recipes` lists those shipped); each --field value given overrides it. "
+    "Each flag shows its "
     "default, and [toy: value] where the toy run (no --config) sets another."
 )
 
@@ -333,6 +340,10 @@ def print_summary(summary: dict, output_dir: str) -> None:
             f"[grpo-edu] held-out greedy accuracy: {before:.1%} before GRPO -> {after:.1%} after "
             f"(n={summary['eval_after']['n']})"
         )
+    calls = [(summary.get(f"eval_{k}") or {}).get("tool_call_rate") for k in ("before", "after")]
+    if None not in calls:   # a run with tools: what GRPO changed in how often the model calls
+        print(f"[grpo-edu] held-out tool-call rate: {calls[0]:.1%} before GRPO -> {calls[1]:.1%} "
+              "after")
     print(
         f"[grpo-edu] summary: {out / 'summary.json'}\n[grpo-edu] metrics: {out / 'metrics.jsonl'}"
     )
@@ -455,7 +466,7 @@ def check_output_file(path: str) -> None:
 def run_settings(
     model: str,   # a checkpoint folder (runs/toy/checkpoint-3000), a model folder or a Hub id
 ) -> tuple:       # (the saved fields, the config.yaml they came from), or ({}, None)
-    "The settings of the run a checkpoint belongs to: the config.yaml of its run folder, or its own."
+    "The settings of the run a checkpoint belongs to: its run folder's config.yaml, or its own."
     for folder in (Path(model).parent, Path(model)):
         path = folder / "config.yaml"
         # A run's config.yaml is a few kB: a large file is no run's, and is not read.
@@ -759,12 +770,44 @@ def cmd_plot(argv: list[str]) -> int:
     print(f"[grpo-edu] plots:   {', '.join(map(str, files))}")
     return 0
 
+# %% ../nbs/api/18_cli.ipynb #86805c73
+RECIPES_ABOUT = ("List the recipes that ship with grpo_edu, each usable as `grpo-edu train "
+                 "--config NAME`, and the accelerate configs.")
+
+def cmd_recipes(argv: list[str]) -> int:
+    "grpo-edu recipes [--paths]: each shipped recipe's name and one line; the accelerate configs."
+    p = argparse.ArgumentParser(prog="grpo-edu recipes", description=RECIPES_ABOUT,
+                                formatter_class=OptionsHelp)
+    p.add_argument("--paths", action="store_true", help="also print each recipe's file")
+    a = p.parse_args(argv)
+    recipes = shipped_recipes()
+    width = max(map(len, recipes), default=0)
+    print("Recipes (grpo-edu train --config NAME; your own YAML file's path works too):")
+    for name, path in recipes.items():
+        print(f"  {name:<{width}}  {recipe_description(path)}" + (f"\n  {'':<{width}}  {path}"
+                                                                   if a.paths else ""))
+    print("Accelerate configs (accelerate launch --config_file FILE -m grpo_edu.cli train ...):")
+    for name, path in shipped_recipes("accelerate").items():
+        print(f"  {path}  {recipe_description(path)}" if a.paths else f"  {path}")
+    return 0
+
+
 # %% ../nbs/api/18_cli.ipynb #86973689
 COMMANDS = {"train": cmd_train, "eval": cmd_eval, "merge": cmd_merge, "memory": cmd_memory,
-            "bench": cmd_bench, "plot": cmd_plot}
+            "bench": cmd_bench, "plot": cmd_plot, "recipes": cmd_recipes}
+ABOUT = {  # each command in one line: what `grpo-edu --help` says it does
+    "train": "train with GRPO: the embedded toy run, or --config RECIPE (a shipped name, a file)",
+    "eval": "a saved model's held-out greedy accuracy (pass@1, and pass@k), with its 95% interval",
+    "merge": "write a LoRA checkpoint as one plain model folder (adapters merged into the base)",
+    "memory": "will a run fit? its GPU memory per process, estimated offline",
+    "bench": "grpo_edu against TRL's GRPOTrainer: time per step, same GPU, same config",
+    "plot": "redraw a run's plots from its metrics.jsonl, or compare several runs",
+    "recipes": "list the recipes that ship with grpo_edu (each usable as --config NAME)",
+}
 USAGE = (
     "usage: grpo-edu {" + ",".join(COMMANDS) + "} [options]   (grpo-edu COMMAND --help for each)"
 )
+HELP = USAGE + "\n\ncommands:\n" + "\n".join(f"  {name:<8} {ABOUT[name]}" for name in COMMANDS)
 
 def _show_warning(
     message, category, filename, lineno, file=None, line=None, _default=warnings.showwarning
@@ -779,7 +822,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     warnings.showwarning = _show_warning
     if not argv or argv[0] in ("-h", "--help"):
-        print(USAGE)
+        print(HELP)
         return 0
     if argv[0] not in COMMANDS:
         print(

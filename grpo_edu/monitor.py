@@ -374,7 +374,8 @@ def moving_average(
 TRAINING = "training steps, as logged"  # the legend's name for a logged curve
 # A plot whose training curve is another quantity than its held-out points says which is which.
 TRAINING_LABELS = {"accuracy": "sampled training accuracy", "tool_calls": "sampled tool calls"}
-HELD_OUT = {"eval_accuracy": ("accuracy", ""),   # a held-out column: (its measure, its labels' prefix)
+# A held-out column: (its measure, its labels' prefix).
+HELD_OUT = {"eval_accuracy": ("accuracy", ""),
             "eval_tool_call_rate": ("tool_call_rate", "tool-call rate ")}
 # What a newcomer reads into a plot unless told: why two accuracies differ, why a curve is flat.
 ACCURACY_NOTE = ("Sampled: the mean over the training rollouts, drawn at the sampling temperature. "
@@ -487,7 +488,7 @@ def _style_axes(ax, name: str, ys: list, last_step: int) -> None:
     ax.grid(alpha=0.3)
 
 def _figure_legend(fig, always: bool = False, caption: str = "", **kw) -> None:
-    "One legend for the figure, outside its plots, each label once (none for a lone curve); a caption."
+    "The figure's one legend, outside its plots, each label once (none for a lone curve); a caption."
     handles = {}
     for ax in fig.axes:
         for handle, label in zip(*ax.get_legend_handles_labels()):

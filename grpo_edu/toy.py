@@ -177,7 +177,7 @@ def supervised_steps(
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / 20))
     losses = []
-    # A warm start takes minutes on a CPU: the bar says which phase is running. One process draws it.
+    # A warm start takes minutes on a CPU: the bar names the phase. One process draws it.
     bar = tqdm(range(steps), desc=phase, unit="step", leave=False,
                disable=os.environ.get("RANK", "0") != "0")
     model.train()
