@@ -357,7 +357,9 @@ def cmd_train(argv: list[str]) -> int:
         train_parser().print_help()
         return 0
     recipe = recipe_path(argv)
-    args = parse_config(argv, base=None if recipe else TOY_RECIPE).validate()
+    # Validated once here, by trainer_from_config (before any model or data loads), and once by
+    # GRPOTrainer, which checks what it was handed: the loaded reward functions and the processes.
+    args = parse_config(argv, base=None if recipe else TOY_RECIPE)
     if recipe is None and (note := toy_recipe_note(args)) and os.environ.get("RANK", "0") == "0":
         print(note, file=sys.stderr)
     trainer = trainer_from_config(args)
