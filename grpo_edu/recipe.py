@@ -146,13 +146,13 @@ _TRL_UNSET = {"eval_steps", "num_completions_to_print"}  # None in TRL: grpo_edu
 
 def _trl_defaults(trl_args) -> dict:
     "field -> what TRL derives itself on this machine, to tell apart the settings a user made."
-    try:
-        base = type(trl_args)(
-            output_dir=trl_args.output_dir,
-            use_cpu=trl_args.use_cpu,
-            bf16=trl_args.bf16,
-            fp16=trl_args.fp16,
-        )
+    # activation_checkpointing given as the user's: TRL's own default sets the old name,
+    # gradient_checkpointing, which transformers 5 warns is deprecated whenever the new one is unset.
+    machine = dict(output_dir=trl_args.output_dir, use_cpu=trl_args.use_cpu, bf16=trl_args.bf16,
+                   fp16=trl_args.fp16)
+    if hasattr(trl_args, "activation_checkpointing"):
+        machine["activation_checkpointing"] = trl_args.activation_checkpointing
+    try: base = type(trl_args)(**machine)
     except Exception:
         base = None
     def default(f):
