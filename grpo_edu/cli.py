@@ -1,8 +1,9 @@
 """The grpo-edu command: bad input is one paragraph and exit status 2.
 
-`train` builds a GRPOConfig (the embedded toy recipe, or `--config` YAML, then `--field value`
-flags) and runs GRPOTrainer; `eval` measures greedy pass@1 (and pass@k) with a 95% interval;
-`merge` writes a LoRA checkpoint as one plain model folder.
+`train` builds a GRPOConfig (the embedded toy recipe, or `--config` YAML or a shipped recipe's
+name, then `--field value` flags) and runs GRPOTrainer; `eval` measures greedy pass@1 (and
+pass@k) with a 95% interval, on the checkpoint's own task; `merge` writes a LoRA checkpoint as one
+plain model folder; `recipes` lists the recipes that ship with the package.
 
 Why errors are caught here and nowhere else: the library raises GRPOEduError with a full
 explanation; only the command line decides that a user should see that paragraph instead of a
