@@ -278,7 +278,10 @@ def toy_recipe_note(args: GRPOConfig) -> str:
     )
 
 # %% ../nbs/api/18_cli.ipynb #58f5848f
-def trainer_from_config(args: GRPOConfig) -> "GRPOTrainer":
+def trainer_from_config(
+    args: GRPOConfig,
+    toy_recipe: bool = False,   # the run had no --config: say which toy settings another model gets
+) -> "GRPOTrainer":
     "Build the model, datasets and trainer a GRPOConfig describes (validating it before loading)."
     # Imported here: `grpo-edu --help` and bad flags answer before torch and transformers load.
     from grpo_edu.data import check_prompt_dataset, task_datasets
@@ -287,6 +290,8 @@ def trainer_from_config(args: GRPOConfig) -> "GRPOTrainer":
     from grpo_edu.toy import check_toy_options, toy_model, toy_policy, toy_tokenizer
     from grpo_edu.trainer import GRPOTrainer
     args.validate()
+    note = toy_recipe_note(args) if toy_recipe else ""   # after validation: a refused run has none
+    if note and os.environ.get("RANK", "0") == "0": print(note, file=sys.stderr)
     toy = args.model_name_or_path == "toy"
     if toy: check_toy_options(args)  # from_pretrained's settings (GRPOTrainer only warns)
     if toy and args.use_peft:        # a LoRA target the toy lacks: before its warm start
@@ -361,9 +366,7 @@ def cmd_train(argv: list[str]) -> int:
     # Validated once here, by trainer_from_config (before any model or data loads), and once by
     # GRPOTrainer, which checks what it was handed: the loaded reward functions and the processes.
     args = parse_config(argv, base=None if recipe else TOY_RECIPE)
-    if recipe is None and (note := toy_recipe_note(args)) and os.environ.get("RANK", "0") == "0":
-        print(note, file=sys.stderr)
-    trainer = trainer_from_config(args)
+    trainer = trainer_from_config(args, toy_recipe=recipe is None)
     summary = trainer.train()
     trainer.accelerator.wait_for_everyone()            # every process leaves together, cleanly
     trainer.accelerator.end_training()
