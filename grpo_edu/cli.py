@@ -1,8 +1,9 @@
 """The grpo-edu command: bad input is one paragraph and exit status 2.
 
-`train` builds a GRPOConfig (the embedded toy recipe, or `--config` YAML, then `--field value`
-flags) and runs GRPOTrainer; `eval` measures greedy pass@1 (and pass@k) with a 95% interval;
-`merge` writes a LoRA checkpoint as one plain model folder.
+`train` builds a GRPOConfig (the embedded toy recipe, or `--config` YAML or a shipped recipe's
+name, then `--field value` flags) and runs GRPOTrainer; `eval` measures greedy pass@1 (and
+pass@k) with a 95% interval, on the checkpoint's own task; `merge` writes a LoRA checkpoint as one
+plain model folder; `recipes` lists the recipes that ship with the package.
 
 Why errors are caught here and nowhere else: the library raises GRPOEduError with a full
 explanation; only the command line decides that a user should see that paragraph instead of a
@@ -22,12 +23,13 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/cli.html.md"""
 
 # %% auto #0
 __all__ = ['MAX_YAML_NODES', 'TRAIN_ABOUT', 'EVAL_ABOUT', 'EVAL_RANGES', 'MEMORY_ABOUT',
-           'MERGE_ABOUT', 'BENCH_ABOUT', 'PLOT_ABOUT', 'COMMANDS', 'USAGE', 'positive',
-           'field_reader', 'FieldHelp', 'FieldParser', 'config_parser', 'read_yaml', 'read_recipe',
-           'load_config', 'recipe_path', 'parse_config', 'toy_settings', 'toy_recipe_note',
-           'trainer_from_config', 'train_parser', 'print_summary', 'cmd_train', 'EvalArguments',
-           'check_output_file', 'cmd_eval', 'OptionsHelp', 'lora_note', 'cmd_memory', 'cmd_merge',
-           'cmd_bench', 'cmd_plot', 'main']
+           'MERGE_ABOUT', 'BENCH_ABOUT', 'PLOT_ABOUT', 'RECIPES_ABOUT', 'COMMANDS', 'ABOUT',
+           'USAGE', 'HELP', 'positive', 'field_reader', 'FieldHelp', 'FieldParser',
+           'config_parser', 'read_yaml', 'read_recipe', 'load_config', 'recipe_path',
+           'parse_config', 'toy_settings', 'toy_recipe_note', 'trainer_from_config',
+           'train_parser', 'print_summary', 'cmd_train', 'EvalArguments', 'check_output_file',
+           'run_settings', 'with_run_task', 'cmd_eval', 'OptionsHelp', 'lora_note', 'cmd_memory',
+           'cmd_merge', 'cmd_bench', 'cmd_plot', 'cmd_recipes', 'main']
 
 # %% ../nbs/api/18_cli.ipynb #6fb02c59
 import argparse, math, os, re, sys, tempfile, typing, warnings
@@ -38,10 +40,11 @@ from transformers import HfArgumentParser
 from transformers.hf_argparser import HfArg
 from .config import CHOICES, GRPOConfig
 from .preflight import MODEL_EXAMPLE
-from .recipe import TOY_RECIPE, config_from_dict, not_a_field, text_reader
+from .recipe import TOY_RECIPE, config_from_dict, field_value, not_a_field
+from .recipe import find_recipe, recipe_description, shipped_recipes
 from .checkpoint import check_model_folder
 from .errors import GRPOEduError, check_local_path, check_values, closest, optional_type
-from .errors import check_path_name, type_error
+from .errors import check_path_name
 
 # %% ../nbs/api/18_cli.ipynb #e0e138be
 def positive(kind: type = int) -> typing.Callable[[str], int | float]:
@@ -57,12 +60,12 @@ def positive(kind: type = int) -> typing.Callable[[str], int | float]:
 
 # %% ../nbs/api/18_cli.ipynb #bcbb16aa
 def field_reader(cls: type, name: str) -> typing.Callable[[str], object]:
-    "argparse's `type` for field `name` of `cls`: text_reader, and a message naming the field."
-    read = text_reader(typing.get_type_hints(cls)[name])
+    "argparse's `type` for field `name` of `cls`: read as a recipe's value is (field_value)."
     def parse(text: str):
-        try: return read(text)
-        except (ValueError, TypeError, argparse.ArgumentTypeError):
-            raise argparse.ArgumentTypeError(type_error(cls, name, text)) from None
+        # argparse turns a ValueError (GRPOEduError is one) into "invalid value": its own error
+        # type keeps field_value's message, which names the field.
+        try: return field_value(name, text, cls)
+        except GRPOEduError as e: raise argparse.ArgumentTypeError(str(e)) from None
     return parse
 
 # %% ../nbs/api/18_cli.ipynb #f775656b
@@ -145,8 +148,8 @@ def config_parser(**kwargs) -> FieldParser:
         "--config",
         metavar="FILE.yaml",
         help=(
-            "a YAML recipe of field: value (configs/ has "
-            "examples); each --field value given overrides it"
+            "a YAML recipe of field: value: a file's path, or a shipped recipe's name (`grpo-edu "
+            "recipes` lists them); each --field value given overrides it"
         ),
     )
     return parser
@@ -206,14 +209,18 @@ def _refuse_repeated_keys(node, source: str) -> None:
         seen[key.value] = key.start_mark.line + 1
 
 # %% ../nbs/api/18_cli.ipynb #e8f320ec
-def read_recipe(path) -> dict:
+def read_recipe(
+    path,   # a YAML recipe's path, or a shipped recipe's name (`grpo-edu recipes` lists them)
+) -> dict:
     "A YAML recipe's mapping of field: value, with an error that says what is wrong with the file."
     check_path_name(path, "--config")
-    p = Path(path)
+    p = find_recipe(str(path)) or Path(path)
     if not p.is_file():
+        names = list(shipped_recipes())
         raise GRPOEduError(
             f"config file {p} {'is a folder' if p.is_dir() else 'does not exist'}: give a "
-            "YAML recipe, e.g. configs/qwen2.5-0.5b-gsm8k-1x4090.yaml."
+            "YAML recipe's path, or a shipped recipe's name (`grpo-edu recipes` lists them), e.g. "
+            f"--config qwen2.5-0.5b-gsm8k-1x4090.{closest(Path(path).stem, names)}"
         )
     try:
         recipe = read_yaml(p.read_text(), str(p)) or {}
@@ -271,7 +278,10 @@ def toy_recipe_note(args: GRPOConfig) -> str:
     )
 
 # %% ../nbs/api/18_cli.ipynb #58f5848f
-def trainer_from_config(args: GRPOConfig) -> "GRPOTrainer":
+def trainer_from_config(
+    args: GRPOConfig,
+    toy_recipe: bool = False,   # the run had no --config: say which toy settings another model gets
+) -> "GRPOTrainer":
     "Build the model, datasets and trainer a GRPOConfig describes (validating it before loading)."
     # Imported here: `grpo-edu --help` and bad flags answer before torch and transformers load.
     from grpo_edu.data import check_prompt_dataset, task_datasets
@@ -280,6 +290,8 @@ def trainer_from_config(args: GRPOConfig) -> "GRPOTrainer":
     from grpo_edu.toy import check_toy_options, toy_model, toy_policy, toy_tokenizer
     from grpo_edu.trainer import GRPOTrainer
     args.validate()
+    note = toy_recipe_note(args) if toy_recipe else ""   # after validation: a refused run has none
+    if note and os.environ.get("RANK", "0") == "0": print(note, file=sys.stderr)
     toy = args.model_name_or_path == "toy"
     if toy: check_toy_options(args)  # from_pretrained's settings (GRPOTrainer only warns)
     if toy and args.use_peft:        # a LoRA target the toy lacks: before its warm start
@@ -310,7 +322,8 @@ def trainer_from_config(args: GRPOConfig) -> "GRPOTrainer":
 # %% ../nbs/api/18_cli.ipynb #3b280292
 TRAIN_ABOUT = (
     "Without --config: the embedded toy run (no network, no GPU). A YAML recipe holds the same "
-    "fields (configs/ has examples); each --field value given overrides it. Each flag shows its "
+    "fields (`grpo-edu recipes` lists those shipped); each --field value given overrides it. "
+    "Each flag shows its "
     "default, and [toy: value] where the toy run (no --config) sets another."
 )
 
@@ -333,6 +346,10 @@ def print_summary(summary: dict, output_dir: str) -> None:
             f"[grpo-edu] held-out greedy accuracy: {before:.1%} before GRPO -> {after:.1%} after "
             f"(n={summary['eval_after']['n']})"
         )
+    calls = [(summary.get(f"eval_{k}") or {}).get("tool_call_rate") for k in ("before", "after")]
+    if None not in calls:   # a run with tools: what GRPO changed in how often the model calls
+        print(f"[grpo-edu] held-out tool-call rate: {calls[0]:.1%} before GRPO -> {calls[1]:.1%} "
+              "after")
     print(
         f"[grpo-edu] summary: {out / 'summary.json'}\n[grpo-edu] metrics: {out / 'metrics.jsonl'}"
     )
@@ -346,10 +363,10 @@ def cmd_train(argv: list[str]) -> int:
         train_parser().print_help()
         return 0
     recipe = recipe_path(argv)
-    args = parse_config(argv, base=None if recipe else TOY_RECIPE).validate()
-    if recipe is None and (note := toy_recipe_note(args)) and os.environ.get("RANK", "0") == "0":
-        print(note, file=sys.stderr)
-    trainer = trainer_from_config(args)
+    # Validated once here, by trainer_from_config (before any model or data loads), and once by
+    # GRPOTrainer, which checks what it was handed: the loaded reward functions and the processes.
+    args = parse_config(argv, base=None if recipe else TOY_RECIPE)
+    trainer = trainer_from_config(args, toy_recipe=recipe is None)
     summary = trainer.train()
     trainer.accelerator.wait_for_everyone()            # every process leaves together, cleanly
     trainer.accelerator.end_training()
@@ -371,11 +388,12 @@ class EvalArguments:
             "adapters), or a Hub id"
         ),
     )
-    dataset: str = HfArg(
-        default="gsm8k",
+    dataset: str | None = HfArg(
+        default=None,
         help=(
             "gsm8k, toy, multiply, tldr, or a local .jsonl/.json/.csv/.parquet file with "
-            "`prompt` and `answer` columns"
+            "`prompt` and `answer` columns (none: the run's own, from the config.yaml of the "
+            "checkpoint's run folder; gsm8k for a model without one)"
         ),
     )
     dataset_path: str | None = HfArg(
@@ -385,7 +403,9 @@ class EvalArguments:
     max_samples: int | None = HfArg(
         default=None, help="evaluate on the first N problems (none: all)"
     )
-    max_new_tokens: int = HfArg(default=512, help="new tokens per completion")
+    max_new_tokens: int | None = HfArg(default=None, help=(
+        "new tokens per completion (none: the run's max_completion_length, from its config.yaml; "
+        "512 for a model without one)"))
     max_prompt_length: int | None = HfArg(
         default=None, help="keep each prompt's last N tokens (none: all)"
     )
@@ -448,6 +468,43 @@ def check_output_file(path: str) -> None:
             "Give a path in a writable folder, e.g. --output runs/eval.json."
         ) from None
 
+# %% ../nbs/api/18_cli.ipynb #7bf44670
+def run_settings(
+    model: str,   # a checkpoint folder (runs/toy/checkpoint-3000), a model folder or a Hub id
+) -> tuple:       # (the saved fields, the config.yaml they came from), or ({}, None)
+    "The settings of the run a checkpoint belongs to: its run folder's config.yaml, or its own."
+    for folder in (Path(model).parent, Path(model)):
+        path = folder / "config.yaml"
+        # A run's config.yaml is a few kB: a large file is no run's, and is not read.
+        if not path.is_file() or path.stat().st_size > 1_000_000: continue
+        try: values = read_yaml(path.read_text(), str(path))
+        except (yaml.YAMLError, GRPOEduError, UnicodeDecodeError): continue
+        if isinstance(values, dict): return values, path
+    return {}, None
+
+
+# %% ../nbs/api/18_cli.ipynb #33228216
+def with_run_task(args: EvalArguments) -> EvalArguments:
+    "--dataset (with its dataset_path) and --max_new_tokens not given: the run's, from config.yaml."
+    run, path = run_settings(args.model)
+    text = lambda value: value if isinstance(value, str) and value else None
+    from_run = args.dataset is None and text(run.get("dataset")) is not None
+    if args.dataset is None:
+        args.dataset = text(run.get("dataset")) or "gsm8k"
+        if from_run and args.dataset_path is None: args.dataset_path = text(run.get("dataset_path"))
+    if args.max_new_tokens is None:
+        length = run.get("max_completion_length")
+        args.max_new_tokens = length if type(length) is int and length >= 1 else 512
+    if from_run:
+        print(f"[grpo-edu] eval: --dataset {args.dataset} --max_new_tokens {args.max_new_tokens},"
+              f" the task of the run that wrote {path}")
+    if run.get("tools") and not args.tools:
+        named = ",".join(map(str, run["tools"])) if isinstance(run["tools"], list) else run["tools"]
+        print(f"[grpo-edu] note: the run trained with tools; `--tools {named}` evaluates with them"
+              " (a saved file's tools are never imported).")
+    return args
+
+
 # %% ../nbs/api/18_cli.ipynb #5c7f4a8a
 def cmd_eval(argv: list[str]) -> int:
     "grpo-edu eval --model PATH [--dataset gsm8k|toy|FILE] [--max_samples N] [--pass_k K] ..."
@@ -459,6 +516,7 @@ def cmd_eval(argv: list[str]) -> int:
     check_local_path(args.model, "--model", MODEL_EXAMPLE)          # before the dataset loads
     check_model_folder(args.model, "--model")
     if args.output: check_output_file(args.output)
+    args = with_run_task(args)                                      # the checkpoint's own task
     import torch
     from grpo_edu.data import load_task
     from grpo_edu.evaluation import evaluate_dataset
@@ -718,12 +776,44 @@ def cmd_plot(argv: list[str]) -> int:
     print(f"[grpo-edu] plots:   {', '.join(map(str, files))}")
     return 0
 
+# %% ../nbs/api/18_cli.ipynb #86805c73
+RECIPES_ABOUT = ("List the recipes that ship with grpo_edu, each usable as `grpo-edu train "
+                 "--config NAME`, and the accelerate configs.")
+
+def cmd_recipes(argv: list[str]) -> int:
+    "grpo-edu recipes [--paths]: each shipped recipe's name and one line; the accelerate configs."
+    p = argparse.ArgumentParser(prog="grpo-edu recipes", description=RECIPES_ABOUT,
+                                formatter_class=OptionsHelp)
+    p.add_argument("--paths", action="store_true", help="also print each recipe's file")
+    a = p.parse_args(argv)
+    recipes = shipped_recipes()
+    width = max(map(len, recipes), default=0)
+    print("Recipes (grpo-edu train --config NAME; your own YAML file's path works too):")
+    for name, path in recipes.items():
+        print(f"  {name:<{width}}  {recipe_description(path)}" + (f"\n  {'':<{width}}  {path}"
+                                                                   if a.paths else ""))
+    print("Accelerate configs (accelerate launch --config_file FILE -m grpo_edu.cli train ...):")
+    for name, path in shipped_recipes("accelerate").items():
+        print(f"  {path}  {recipe_description(path)}" if a.paths else f"  {path}")
+    return 0
+
+
 # %% ../nbs/api/18_cli.ipynb #86973689
 COMMANDS = {"train": cmd_train, "eval": cmd_eval, "merge": cmd_merge, "memory": cmd_memory,
-            "bench": cmd_bench, "plot": cmd_plot}
+            "bench": cmd_bench, "plot": cmd_plot, "recipes": cmd_recipes}
+ABOUT = {  # each command in one line: what `grpo-edu --help` says it does
+    "train": "train with GRPO: the embedded toy run, or --config RECIPE (a shipped name, a file)",
+    "eval": "a saved model's held-out greedy accuracy (pass@1, and pass@k), with its 95% interval",
+    "merge": "write a LoRA checkpoint as one plain model folder (adapters merged into the base)",
+    "memory": "will a run fit? its GPU memory per process, estimated offline",
+    "bench": "grpo_edu against TRL's GRPOTrainer: time per step, same GPU, same config",
+    "plot": "redraw a run's plots from its metrics.jsonl, or compare several runs",
+    "recipes": "list the recipes that ship with grpo_edu (each usable as --config NAME)",
+}
 USAGE = (
     "usage: grpo-edu {" + ",".join(COMMANDS) + "} [options]   (grpo-edu COMMAND --help for each)"
 )
+HELP = USAGE + "\n\ncommands:\n" + "\n".join(f"  {name:<8} {ABOUT[name]}" for name in COMMANDS)
 
 def _show_warning(
     message, category, filename, lineno, file=None, line=None, _default=warnings.showwarning
@@ -738,7 +828,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     warnings.showwarning = _show_warning
     if not argv or argv[0] in ("-h", "--help"):
-        print(USAGE)
+        print(HELP)
         return 0
     if argv[0] not in COMMANDS:
         print(

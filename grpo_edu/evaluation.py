@@ -14,8 +14,8 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/evaluation.html.md"""
 
 # %% auto #0
 __all__ = ['wilson_interval', 'pass_at_k', 'completion_texts', 'answer_rewards', 'made_tool_call',
-           'ToolScores', 'tool_answer_rewards', 'greedy_accuracy', 'evaluate_dataset',
-           'evaluate_tool_dataset', 'process_share', 'evaluate_on_processes']
+           'ToolScores', 'tool_answer_rewards', 'greedy_accuracy', 'scored_in_batches',
+           'evaluate_dataset', 'evaluate_tool_dataset', 'process_share', 'evaluate_on_processes']
 
 # %% ../nbs/api/06_evaluation.ipynb #6d32f6ae
 import math
@@ -151,6 +151,26 @@ def greedy_accuracy(
     return sum(reward(completions=texts, answer=list(answers))) / len(texts)
 
 # %% ../nbs/api/06_evaluation.ipynb #c5cf0ca4
+def scored_in_batches(
+    dataset,                # rows with `prompt` and `answer`
+    batch_size: int,        # rows per call of `score`
+    score,                  # (prompts, answers) -> {column: one value per row}; "correct" among them
+    progress: bool = True,  # a progress bar with the live pass@1 (the mean of "correct")
+) -> dict:                  # {column: every row's value, in row order}
+    "A dataset scored `batch_size` rows at a time: the loop of evaluate_dataset and its tool twin."
+    n, columns = len(dataset), {}
+    bar = tqdm(total=n, desc="eval", unit="problem", dynamic_ncols=True, mininterval=1.0,
+               disable=not progress)
+    for start in range(0, n, batch_size):
+        rows = [dataset[i] for i in range(start, min(start + batch_size, n))]
+        scores = score([r["prompt"] for r in rows], [r["answer"] for r in rows])
+        for column, values in scores.items(): columns.setdefault(column, []).extend(values)
+        bar.update(len(rows))
+        bar.set_postfix_str(f"pass@1 {sum(columns['correct']) / (start + len(rows)):.1%}",
+                            refresh=False)
+    bar.close()
+    return columns
+
 def evaluate_dataset(
     model, tokenizer,
     dataset,  # rows with `prompt` and `answer` (a datasets.Dataset or a list of dicts)
@@ -164,43 +184,29 @@ def evaluate_dataset(
     progress: bool = True,                     # a progress bar with the live pass@1
 ) -> dict:  # {"n", "pass@1", "ci95": [lo, hi]}, plus "pass@k" when pass_k > 1
     "Greedy pass@1 and its 95% Wilson interval on a dataset; sampled pass@k when `pass_k` > 1."
-    n, correct, per_problem = len(dataset), 0.0, []
     generation = dict(max_prompt_length=max_prompt_length, engine=engine,
                       chat_template_kwargs=chat_template_kwargs)
-    bar = tqdm(total=n, desc="eval", unit="problem", dynamic_ncols=True, mininterval=1.0,
-               disable=not progress)
-    for start in range(0, n, batch_size):
-        rows = [dataset[i] for i in range(start, min(start + batch_size, n))]
-        prompts, answers = [r["prompt"] for r in rows], [r["answer"] for r in rows]
-        correct += sum(
-            answer_rewards(model, tokenizer, prompts, answers, max_new_tokens, **generation)
-        )
+    def score(prompts: list, answers: list) -> dict:
+        scores = {"correct": answer_rewards(model, tokenizer, prompts, answers, max_new_tokens,
+                                            **generation)}
         if pass_k > 1:
-            sampled = answer_rewards(
-                model,
-                tokenizer,
-                prompts,
-                answers,
-                max_new_tokens,
-                samples=pass_k,
-                temperature=temperature,
-                **generation,
-            )  # (rows × pass_k,)
-            per_problem += [
+            sampled = answer_rewards(model, tokenizer, prompts, answers, max_new_tokens,
+                                     samples=pass_k, temperature=temperature,
+                                     **generation)  # (rows × pass_k,)
+            scores["pass@k"] = [
                 pass_at_k(pass_k, int(sum(sampled[j * pass_k : (j + 1) * pass_k])), pass_k)
-                for j in range(len(rows))
+                for j in range(len(prompts))
             ]
-        bar.update(len(rows))
-        bar.set_postfix_str(f"pass@1 {correct / (start + len(rows)):.1%}", refresh=False)
-    bar.close()
-    result = {
-        "n": n,
-        "pass@1": correct / n if n else 0.0,
-        "ci95": list(wilson_interval(int(correct), n)),
-    }
+        return scores
+    n, columns = len(dataset), scored_in_batches(dataset, batch_size, score, progress)
+    correct = sum(columns.get("correct", []))
+    result = {"n": n, "pass@1": correct / n if n else 0.0,
+              "ci95": list(wilson_interval(int(correct), n))}
     if pass_k > 1:
+        per_problem = columns.get("pass@k", [])
         result[f"pass@{pass_k}"] = sum(per_problem) / len(per_problem) if per_problem else 0.0
     return result
+
 
 # %% ../nbs/api/06_evaluation.ipynb #50a8d965
 def evaluate_tool_dataset(
@@ -216,24 +222,24 @@ def evaluate_tool_dataset(
     tool_timeout: float | None = None,
     tool_workers: int = 4,                      # worker processes that run the calls
     max_tool_result_chars: int | None = 10_000, # a longer tool result is cut (None: never)
+    progress: bool = True,                      # a progress bar with the live pass@1
     # {"n", "pass@1", "ci95": [lo, hi], "tool_call_rate"}
 ) -> dict:
     "Greedy pass@1 with tool rollouts, its 95% Wilson interval, and the share of rows that called."
-    n, correct, called = len(dataset), 0.0, 0
-    for start in range(0, n, batch_size):
-        rows = [dataset[i] for i in range(start, min(start + batch_size, n))]
-        scores = tool_answer_rewards(model, tokenizer, [r["prompt"] for r in rows],
-                                     [r["answer"] for r in rows], tools, max_new_tokens,
+    def score(prompts: list, answers: list) -> dict:
+        scores = tool_answer_rewards(model, tokenizer, prompts, answers, tools, max_new_tokens,
                                      max_prompt_length=max_prompt_length,
                                      max_tool_calling_iterations=max_tool_calling_iterations,
                                      tool_timeout=tool_timeout, tool_workers=tool_workers,
                                      max_tool_result_chars=max_tool_result_chars,
                                      engine=engine, chat_template_kwargs=chat_template_kwargs)
-        correct += sum(scores.rewards)
-        called += sum(scores.called)
+        return {"correct": scores.rewards, "called": scores.called}
+    n, columns = len(dataset), scored_in_batches(dataset, batch_size, score, progress)
+    correct, called = sum(columns.get("correct", [])), sum(columns.get("called", []))
     return {"n": n, "pass@1": correct / n if n else 0.0,
             "ci95": list(wilson_interval(int(round(correct)), n)),
             "tool_call_rate": called / n if n else 0.0}
+
 
 # %% ../nbs/api/06_evaluation.ipynb #89d847bc
 def process_share(

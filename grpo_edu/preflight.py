@@ -141,9 +141,12 @@ def check_paths(c) -> None:
     if c.model_name_or_path != "toy":
         check_local_path(c.model_name_or_path, "model_name_or_path", MODEL_EXAMPLE)
         check_model_folder(c.model_name_or_path, "model_name_or_path")
-    if c.dataset not in ("toy", "multiply", "gsm8k", "tldr") and not Path(c.dataset).exists():
+    # The built-in tasks are data.SPLITS's keys; imported here, since data loads `datasets`, which
+    # importing the config (this module's reader) should not.
+    from grpo_edu.data import SPLITS
+    if c.dataset not in SPLITS and not Path(c.dataset).exists():
         raise GRPOEduError(
-            f"dataset={c.dataset!r} is neither a built-in task (toy, multiply, gsm8k, tldr) nor an"
+            f"dataset={c.dataset!r} is neither a built-in task ({', '.join(SPLITS)}) nor an"
             f" existing file (looked in {Path.cwd()}). Give a path to a .jsonl/.json/.csv/.parquet file"
             " with a `prompt` column."
         )

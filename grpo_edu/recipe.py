@@ -12,10 +12,12 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/recipe.html.md"""
 
 # %% auto #0
 __all__ = ['TRL_NOT_HERE', 'TOY_RECIPE', 'trl_instead', 'not_a_field', 'json_mapping', 'text_bool',
-           'text_reader', 'field_value', 'config_from_dict', 'from_trl', 'as_config']
+           'text_reader', 'field_value', 'config_from_dict', 'from_trl', 'as_config',
+           'recipe_folders', 'shipped_recipes', 'find_recipe', 'recipe_description']
 
 # %% ../nbs/api/10b_recipe.ipynb #03f4bb4b
-import dataclasses, json, typing, warnings
+import dataclasses, importlib.util, json, typing, warnings
+from pathlib import Path
 from .errors import GRPOEduError, closest, optional_type, type_error
 from .config import FIELD_NAMES, FIELD_TYPES, INIT_KWARGS_REFUSED, GRPOConfig
 
@@ -107,12 +109,16 @@ def text_reader(hint) -> typing.Callable[[str], object]:
     return lambda text: None if text.strip().lower() in ("none", "null") else read(text)
 
 # %% ../nbs/api/10b_recipe.ipynb #6dc870b0
-def field_value(name: str, value: object) -> object:
-    "Field `name`'s value in a mapping: text read as on the command line ('1e-6', none, a,b)."
+def field_value(
+    name: str, value: object,
+    cls: type = GRPOConfig,   # the dataclass whose field it is (the command line's eval: its own)
+) -> object:
+    "Field `name`'s value from a mapping or a command line: text read as '1e-6', none, a,b, JSON."
     if not isinstance(value, str): return value      # a typed value: validate() checks its type
-    try: return text_reader(FIELD_TYPES[name])(value)
+    hint = FIELD_TYPES[name] if cls is GRPOConfig else typing.get_type_hints(cls)[name]
+    try: return text_reader(hint)(value)
     except (ValueError, TypeError):
-        raise GRPOEduError(type_error(GRPOConfig, name, value)) from None
+        raise GRPOEduError(type_error(cls, name, value)) from None
 
 # %% ../nbs/api/10b_recipe.ipynb #245293b0
 def _refuse_unknown(values: dict, source: str) -> None:
@@ -140,13 +146,13 @@ _TRL_UNSET = {"eval_steps", "num_completions_to_print"}  # None in TRL: grpo_edu
 
 def _trl_defaults(trl_args) -> dict:
     "field -> what TRL derives itself on this machine, to tell apart the settings a user made."
-    try:
-        base = type(trl_args)(
-            output_dir=trl_args.output_dir,
-            use_cpu=trl_args.use_cpu,
-            bf16=trl_args.bf16,
-            fp16=trl_args.fp16,
-        )
+    # activation_checkpointing given as the user's: TRL's own default sets the old name,
+    # gradient_checkpointing, which transformers 5 warns is deprecated whenever the new one is unset.
+    machine = dict(output_dir=trl_args.output_dir, use_cpu=trl_args.use_cpu, bf16=trl_args.bf16,
+                   fp16=trl_args.fp16)
+    if hasattr(trl_args, "activation_checkpointing"):
+        machine["activation_checkpointing"] = trl_args.activation_checkpointing
+    try: base = type(trl_args)(**machine)
     except Exception:
         base = None
     def default(f):
@@ -209,6 +215,48 @@ def as_config(args) -> GRPOConfig:
         "(from grpo_edu.config import GRPOConfig), a dict of its fields, or TRL's "
         "trl.GRPOConfig (its fields are read as TRL means them)."
     )
+
+# %% ../nbs/api/10b_recipe.ipynb #e27346dc
+def recipe_folders() -> list[Path]:
+    "Where shipped recipes are: the installed package's recipes/, then a clone's configs/."
+    package = Path(importlib.util.find_spec("grpo_edu").origin).parent
+    # A clone (or an editable install) holds them in configs/ beside the package, by its pyproject.
+    clone = package.parent / "configs"
+    in_clone = (package.parent / "pyproject.toml").is_file()
+    return [package / "recipes"] + ([clone] if in_clone else [])
+
+def shipped_recipes(
+    kind: str = "",   # "": GRPO recipes; "accelerate": the accelerate launch configs
+) -> dict:            # {name: its file}, by name
+    "The recipes grpo_edu ships, by name: a file's name without .yaml."
+    found = {}
+    for folder in recipe_folders():
+        for path in sorted((folder / kind).glob("*.yaml")): found.setdefault(path.stem, path)
+    return dict(sorted(found.items()))
+
+
+# %% ../nbs/api/10b_recipe.ipynb #1e7d6047
+def find_recipe(
+    name_or_path: str,   # --config's value: a YAML file's path, or a shipped recipe's name
+) -> Path | None:        # the file to read; None: neither a file nor a shipped name
+    "A recipe by path (one that exists wins) or by a shipped recipe's name, `.yaml` optional."
+    path = Path(name_or_path)
+    if path.exists(): return path
+    name = path.name.removesuffix(".yaml")
+    shipped = shipped_recipes()
+    # A bare name, or the recipes' own folder name: `configs/NAME.yaml` works from any folder.
+    if name in shipped and str(path.parent) in (".", "configs"): return shipped[name]
+    return None
+
+def recipe_description(path) -> str:
+    "A recipe's one line: the first sentence of the comment it opens with ('' without one)."
+    comment = []
+    for line in Path(path).read_text().splitlines():
+        if not line.startswith("#"): break
+        comment.append(line.lstrip("# ").strip())
+    text = " ".join(comment)
+    return text.split(". ")[0].rstrip(".") + "." if text else ""
+
 
 # %% ../nbs/api/10b_recipe.ipynb #8d2400c2
 TOY_RECIPE = dict(

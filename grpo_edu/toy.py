@@ -15,8 +15,8 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/toy.html.md"""
 
 # %% auto #0
 __all__ = ['TOY_CHARS', 'seed_offset', 'offset_seed', 'seed_everything', 'slow_cell',
-           'toy_tokenizer', 'toy_model', 'addition_dataset', 'sft_warm_start', 'toy_cache_dir',
-           'warm_start_key', 'weights_sha256', 'cached_warm_start', 'toy_policy',
+           'toy_tokenizer', 'toy_model', 'addition_dataset', 'supervised_steps', 'sft_warm_start',
+           'toy_cache_dir', 'warm_start_key', 'weights_sha256', 'cached_warm_start', 'toy_policy',
            'check_toy_options']
 
 # %% ../nbs/api/07_toy.ipynb #a7c3e9d1
@@ -25,6 +25,7 @@ from pathlib import Path
 import torch
 import transformers
 from datasets import Dataset
+from tqdm.auto import tqdm
 from tokenizers import Tokenizer, decoders, models
 from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 from .errors import GRPOEduError
@@ -159,6 +160,43 @@ def _answer_batch(tokenizer, prompts: list, answers: list) -> tuple:
     input_ids = torch.tensor([pad(row, tokenizer.pad_token_id) for row in ids])  # (B, T)
     return input_ids, torch.tensor([pad(row, -100) for row in labels])           # (B, T)
 
+# %% ../nbs/api/07_toy.ipynb #ff2b9f85
+def supervised_steps(
+    model,
+    batch,              # a list of row indices -> the model's keyword arguments (ids, mask, labels)
+    n_rows: int,        # the rows drawn from: indices 0 .. n_rows - 1
+    phase: str,         # the progress bar's name
+    steps: int = 300,   # at most this many optimizer steps
+    batch_size: int = 64,
+    lr: float = 1e-3,
+    seed: int = 0,      # the batches' draws
+    stop=None,          # step -> True to stop after it (None: run all `steps`)
+) -> list:              # the loss at each step
+    "The warm starts' loop: AdamW, a 20-step warmup, seeded batches, a progress bar named `phase`."
+    generator = torch.Generator().manual_seed(seed)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / 20))
+    losses = []
+    # A warm start takes minutes on a CPU: the bar names the phase. One process draws it.
+    bar = tqdm(range(steps), desc=phase, unit="step", leave=False,
+               disable=os.environ.get("RANK", "0") != "0")
+    model.train()
+    for step in bar:
+        rows = torch.randint(n_rows, (batch_size,), generator=generator).tolist()
+        loss = model(**batch(rows)).loss
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        schedule.step()
+        losses.append(loss.item())
+        bar.set_postfix(loss=f"{losses[-1]:.3f}", refresh=False)
+        if stop is not None and stop(step): break
+    bar.close()
+    optimizer.zero_grad(set_to_none=True)  # leave no gradients behind
+    model.eval()
+    return losses
+
+
 # %% ../nbs/api/07_toy.ipynb #e94449e6
 def sft_warm_start(
     model,              # the toy model (trained in place)
@@ -173,34 +211,25 @@ def sft_warm_start(
     check_every: int = 50,  # how often to check it
 ) -> list:                  # the loss at each step
     "Supervised fine-tuning on the answer tokens, stopped early at a target accuracy."
-    generator = torch.Generator().manual_seed(seed)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / 20))
-    prompts, answers, losses = list(dataset["prompt"]), list(dataset["answer"]), []
+    prompts, answers = list(dataset["prompt"]), list(dataset["answer"])
     probe = list(range(min(200, len(prompts))))
-    model.train()
-    for step in range(steps):
-        rows = torch.randint(len(prompts), (batch_size,), generator=generator).tolist()
+    def batch(rows: list) -> dict:
         input_ids, labels = _answer_batch(
             tokenizer, [prompts[i] for i in rows], [answers[i] for i in rows]
         )
         attention = (labels != -100) | (input_ids != tokenizer.pad_token_id)
-        loss = model(input_ids=input_ids, attention_mask=attention.long(), labels=labels).loss
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        schedule.step()
-        losses.append(loss.item())
-        if target_accuracy is not None and (step + 1) % check_every == 0:
-            model.eval()
-            probe_prompts, probe_answers = [prompts[i] for i in probe], [answers[i] for i in probe]
-            accuracy = greedy_accuracy(model, tokenizer, probe_prompts, probe_answers, 6,
-                                       reward=exact_match_reward, engine="hf")
-            model.train()
-            if accuracy >= target_accuracy: break
-    optimizer.zero_grad(set_to_none=True)  # leave no gradients behind
-    model.eval()
-    return losses
+        return dict(input_ids=input_ids, attention_mask=attention.long(), labels=labels)
+    def reached(step: int) -> bool:
+        if target_accuracy is None or (step + 1) % check_every: return False
+        model.eval()
+        probe_prompts, probe_answers = [prompts[i] for i in probe], [answers[i] for i in probe]
+        accuracy = greedy_accuracy(model, tokenizer, probe_prompts, probe_answers, 6,
+                                   reward=exact_match_reward, engine="hf")
+        model.train()
+        return accuracy >= target_accuracy
+    return supervised_steps(model, batch, len(prompts), "supervised warm start", steps=steps,
+                            batch_size=batch_size, lr=lr, seed=seed, stop=reached)
+
 
 # %% ../nbs/api/07_toy.ipynb #037c9976
 def toy_cache_dir() -> Path | None:
@@ -221,11 +250,12 @@ def _code(func) -> str:
 def _warm_start_code(warm_start) -> list[str]:
     "The code a warm start runs: sft's functions, or another start's whole module (templates too)."
     if warm_start is None:
-        sft = (sft_warm_start, _answer_batch, greedy_accuracy, completion_texts,
-               exact_match_reward)
+        sft = (sft_warm_start, supervised_steps, _answer_batch, greedy_accuracy,
+               completion_texts, exact_match_reward)
         return [_code(f) for f in sft]
-    try: return [inspect.getsource(inspect.getmodule(warm_start))]
-    except (OSError, TypeError): return [_code(warm_start)]   # no module file (e.g. a notebook's)
+    try: own = inspect.getsource(inspect.getmodule(warm_start))
+    except (OSError, TypeError): own = _code(warm_start)   # no module file (e.g. a notebook's)
+    return [own, _code(supervised_steps)]                   # the loop it may run
 
 def warm_start_key(model, tokenizer, dataset, warm_start=None, **kwargs) -> str:
     "A hash of all a warm start's result depends on: weights, tokenizer, data, code (None: sft's)."

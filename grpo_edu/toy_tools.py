@@ -35,7 +35,7 @@ from tokenizers import Tokenizer, decoders, models
 from transformers import PreTrainedTokenizerFast
 from .evaluation import evaluate_tool_dataset, wilson_interval
 from .tools import tool_schemas
-from .toy import TOY_CHARS, cached_warm_start, toy_model
+from .toy import TOY_CHARS, cached_warm_start, supervised_steps, toy_model
 
 # %% ../nbs/api/07b_toy_tools.ipynb #d054808a
 # The chat's and the call's markers, one token each.
@@ -169,28 +169,19 @@ def tool_warm_start(
     seed: int = 0,
 ) -> list:                       # the loss at each step
     "`sft_warm_start` on conversations: a call to `multiply` on `tool_fraction` of the problems."
-    rng, generator = random.Random(seed), torch.Generator().manual_seed(seed)
+    rng = random.Random(seed)
     use_tool = [rng.random() < tool_fraction for _ in range(len(dataset))]
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / 20))
-    cache, losses = {}, []
-    model.train()
-    for _ in range(steps):
-        picked = torch.randint(len(dataset), (batch_size,), generator=generator).tolist()
+    cache = {}   # row -> its ids and mask: a row drawn again is not templated again
+    def batch(picked: list) -> dict:
         for i in picked:
             if i in cache: continue
             messages = worked_conversation(dataset[i]["prompt"], dataset[i]["answer"], use_tool[i])
             cache[i] = conversation_ids(tokenizer, messages, [multiply])
         ids, attention, labels = _sft_batch([cache[i] for i in picked], tokenizer.pad_token_id)
-        loss = model(input_ids=ids, attention_mask=attention, labels=labels).loss
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        schedule.step()
-        losses.append(loss.item())
-    optimizer.zero_grad(set_to_none=True)   # leave no gradients behind
-    model.eval()
-    return losses
+        return dict(input_ids=ids, attention_mask=attention, labels=labels)
+    return supervised_steps(model, batch, len(dataset), "supervised tool warm start", steps=steps,
+                            batch_size=batch_size, lr=lr, seed=seed)
+
 
 # %% ../nbs/api/07b_toy_tools.ipynb #180ec37e
 def toy_tool_policy(

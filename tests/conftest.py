@@ -35,7 +35,7 @@ def pytest_addoption(parser):
 # Whole-program runs: a training run through the command line, several processes, the docs render, the benchmark's
 # smoke run. Each is the only end-to-end check of its path, and each takes tens of seconds: `pytest -m "not e2e"` is
 # the fast tier (the TRL oracle, the pure functions, the configuration, the refusals of bad input).
-E2E = {"test_default_run.py", "test_distributed.py", "test_fsdp.py", "test_deepspeed.py", "test_docs.py",
+E2E = {"test_default_run.py", "test_wheel.py", "test_distributed.py", "test_fsdp.py", "test_deepspeed.py", "test_docs.py",
        "test_bench.py", "test_faults.py", "test_real_kernel.py", "test_sharded_fallback.py", "test_readme_and_sync.py::test_readme_script_runs",
        "test_bad_input.py::test_new_run_over_an_old_one_is_refused",
        "test_bad_input.py::test_own_reward_function_by_import_path",
