@@ -9,7 +9,7 @@ simplifications are safe:
 - Whole groups stay on one process (prompt-level split), so group statistics never need
   communication; rewards are still gathered so that `scale_rewards="batch"` and the logged metrics
   are global.
-- When a generation feeds a single optimizer step (num_iterations=1 and steps_per_generation =
+- When a rollout round feeds a single optimizer step (num_iterations=1 and steps_per_generation =
   gradient_accumulation_steps), π_old = π_θ and old log-probs are not computed (the loss uses
   logps.detach()).
 - The reference model exists only when beta > 0.
@@ -20,8 +20,8 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/trainer.html.md"""
 
 # %% auto #0
 __all__ = ['GRPOTrainer', 'sampler_differs', 'correct_sampler', 'SyncRefModelCallback',
-           'GRPOFlowCallback', 'RolloutBatch', 'Rollout', 'Scores', 'Advantages', 'Generation',
-           'micro_batches', 'micro_batch', 'EntropyTerms', 'split_generation']
+           'GRPOFlowCallback', 'RolloutBatch', 'Rollout', 'Scores', 'RolloutRound',
+           'micro_batches', 'micro_batch', 'EntropyTerms', 'split_round']
 
 # %% ../nbs/api/15_trainer.ipynb #6fa598f8
 import dataclasses, math, signal, time, warnings
@@ -36,7 +36,6 @@ from fastcore.basics import patch
 from transformers import TrainerCallback, TrainerControl, TrainerState, get_scheduler
 from transformers.trainer_callback import CallbackHandler, DefaultFlowCallback
 from transformers.utils import logging as hf_logging
-from .advantages import decoupled_advantages, group_advantages, group_reward_std, nanstd
 from .checkpoint import delete_set_aside, load_weights, read_safetensors, restore_run
 from .checkpoint import save_run, set_aside_run
 from .config import GRPOConfig
@@ -47,18 +46,18 @@ from .entropy import EntropyControl, entropy_bonus
 from .errors import GRPOEduError, explain_oom
 from .evaluation import evaluate_on_processes
 from .logprobs import per_token_logps
-from .loss import LossOptions, SamplerCorrection, accumulation_divisor, grpo_loss
+from .loss import LossOptions, SamplerCorrection, grpo_loss, loss_normaliser
 from .loss import high_entropy_mask, importance_sampling_ratio, sampling_metrics
 from .monitor import HealthMonitor, RunLog, add_sums, completion_samples, generation_metrics
 from .monitor import gather_values, logged_means, masked_sum, reduce_means
 from .policy import build_policy, fill_deepspeed_config, make_optimizer, use_bf16
 from .policy import place_reference_model, reference_logps, reference_model, sync_ref_model
 from .policy import load_tokenizer, update_autocast
-from .rewards import call_reward_funcs, check_reward_columns, load_reward_funcs, reward_extras
-from .rewards import reward_name, score_completions, weighted_rewards
+from .rewards import RewardsAndAdvantages, check_reward_columns, load_reward_funcs
+from .rewards import reward_name, rewards_and_advantages, score_completions
 from .rollout import encode_prompts, generate_completions, warn_long_prompts
 from .tools import check_tool_tokenizer, encode_tool_prompts, load_tools, tool_metrics
-from .tools import tool_rollout, tool_schemas
+from .tools import ToolRollout, tool_rollout, tool_schemas
 from .usercode import tool_pool, tool_reference
 
 # %% ../nbs/api/15_trainer.ipynb #5cae097e
@@ -110,8 +109,8 @@ class GRPOTrainer:
         param_dtype = next(self.model.parameters()).dtype
         self.correct_sampler = correct_sampler(args, self.accelerator.mixed_precision, param_dtype)
         self.step = 0               # optimizer steps done
-        self._batches = None        # the current generation's batches (split_generation)
-        self._gen_metrics = None    # its metrics, logged with each of its steps
+        self._batches = None        # the current rollout round's batches (split_round)
+        self._round_metrics = None    # its metrics, logged with each of its steps
         self.health = HealthMonitor()
         self.eval_before = None     # the held-out accuracy before training (evaluate)
         self.loss_options = LossOptions.from_config(args)        # the loss's run constants
@@ -134,16 +133,12 @@ class GRPOTrainer:
         return check_tool_tokenizer(tokenizer, self.args.chat_template_kwargs)
 
     def _plan_steps(self) -> None:
-        "Optimizer steps and prompts per generation (per process too), max_steps, TrainerState."
-        args, processes = self.args, self.accelerator.num_processes
-        # The optimizer steps one generation feeds, and those of one pass over it.
-        self.optimizer_steps_per_generation = args.optimizer_steps_per_generation(processes)
-        self.batches_per_generation = self.optimizer_steps_per_generation // args.num_iterations
-        self.prompts_per_process = args.prompts_per_generation(processes) // processes
-        prompts_per_generation = self.prompts_per_process * processes
-        generations = math.ceil(len(self.train_dataset) * args.num_train_epochs
-                                / prompts_per_generation)
-        planned = generations * self.optimizer_steps_per_generation
+        "The rollout round's StepPlan, max_steps (the rounds num_train_epochs needs), TrainerState."
+        args = self.args
+        self.plan = args.step_plan(self.accelerator.num_processes)   # what every counter reads
+        rounds = math.ceil(len(self.train_dataset) * args.num_train_epochs
+                           / self.plan.prompts_per_round)
+        planned = rounds * self.plan.optimizer_steps_per_round
         self.max_steps = args.max_steps if args.max_steps > 0 else planned
         # TRL's TrainerState: what reward functions and callbacks see.
         self.state = TrainerState(max_steps=self.max_steps, num_train_epochs=args.num_train_epochs,
@@ -229,7 +224,7 @@ class GRPOFlowCallback(DefaultFlowCallback):
         return control
 
     def on_epoch_end(self, args, state, control, **kwargs):
-        "Epochs end inside generations here: nothing to decide."
+        "Epochs end inside rollout rounds here: nothing to decide."
         return control
 
 # %% ../nbs/api/15_trainer.ipynb #a1a23f28
@@ -254,25 +249,25 @@ def _event(self: GRPOTrainer, name: str, **kwargs) -> TrainerControl:
 
 # %% ../nbs/api/15_trainer.ipynb #42bee04d
 @patch
-def prompt_rows(self: GRPOTrainer, generation: int) -> list[dict]:
-    "Step 1: the dataset rows this process draws for generation `generation` (`prompt_indices`)."
+def prompt_rows(self: GRPOTrainer, rollout_round: int) -> list[dict]:
+    "Step 1: the dataset rows this process draws for rollout round `rollout_round` (`prompt_indices`)."
     args = self.args
     rank = self.accelerator.process_index
     processes = self.accelerator.num_processes
-    indices = prompt_indices(len(self.train_dataset), self.prompts_per_process, generation, rank,
-                             processes, args.seed, args.shuffle_dataset)
+    indices = prompt_indices(len(self.train_dataset), self.plan.prompts_per_process, rollout_round,
+                             rank, processes, args.seed, args.shuffle_dataset)
     return [self.train_dataset[i] for i in indices]
 
 # %% ../nbs/api/15_trainer.ipynb #27589048
 @dataclass
 class RolloutBatch:
-    "The update's rows: one generation's, one optimizer step's or one micro-batch's N completions."
+    "The update's rows: one rollout round's, one optimizer step's or one micro-batch's N completions."
     input_ids: torch.Tensor             # (N, P + K) prompt ‖ completion ids (prompts left-padded)
     attention_mask: torch.Tensor        # (N, P + K) 1 on the tokens the model reads
     logits_to_keep: int                 # K: the completion's columns, the ones scored (TRL's name)
     mask: torch.Tensor                  # (N, K) loss mask: the sampled tokens the loss trains on
     advantages: torch.Tensor            # (N,) each completion's group advantage
-    num_items_in_batch: torch.Tensor    # () float: the step's completion tokens over every process
+    num_items_in_batch: torch.Tensor    # () float: the round's completion tokens, every process (TRL's)
     old_logps: torch.Tensor | None = None      # (N, K) log π_old (None: π_old = π_θ)
     ref_logps: torch.Tensor | None = None      # (N, K) log π_ref (None: beta = 0)
     sampler: SamplerCorrection | None = None   # the rollout's q ≠ π_old: its correction
@@ -286,17 +281,23 @@ class RolloutBatch:
 
     def rows(self, index: torch.Tensor) -> "RolloutBatch":
         "The rows `index` of every per-row field (logits_to_keep and num_items_in_batch stay)."
-        pick = lambda t: None if t is None else t[index]
+        pick = lambda t: t[index]
+        return self._each(pick, pick, pick, lambda s: s.rows(index))
+
+    def cut(self, k: int) -> "RolloutBatch":
+        "The first k completion columns (after a micro-batch's longest completion: padding only)."
+        width = self.input_ids.size(1) - self.logits_to_keep + k   # prompt width + k
+        return self._each(lambda t: t[:, :width], lambda t: t[:, :k], lambda t: t,
+                          lambda s: s.cut(k), logits_to_keep=k)
+
+    def _each(self, sequence, completion, row, sampler, **changes) -> "RolloutBatch":
+        "Apply `sequence` to the (N, P + K) fields, `completion` to the (N, K), `row` to the (N,)."
+        maybe = lambda f, t: None if t is None else f(t)
         return dataclasses.replace(
-            self,
-            input_ids=self.input_ids[index],
-            attention_mask=self.attention_mask[index],
-            mask=self.mask[index],
-            advantages=self.advantages[index],
-            old_logps=pick(self.old_logps),
-            ref_logps=pick(self.ref_logps),
-            sampler=None if self.sampler is None else self.sampler.rows(index),
-        )
+            self, input_ids=sequence(self.input_ids), attention_mask=sequence(self.attention_mask),
+            mask=completion(self.mask), old_logps=maybe(completion, self.old_logps),
+            ref_logps=maybe(completion, self.ref_logps), advantages=row(self.advantages),
+            sampler=maybe(sampler, self.sampler), **changes)
 
     def to_dict(self) -> dict:
         "Plain data (tensors, numbers, None) for a checkpoint, which unpickles nothing else."
@@ -322,7 +323,7 @@ class Rollout:
     completion_mask: torch.Tensor       # (N, K) 1 up to and including EOS
     truncated: torch.Tensor             # (N,) bool: no EOS within max_completion_length
     logq: torch.Tensor | None = None    # (N, K) the sampler's log q (None: not asked for)
-    turns: object = None                # a tool rollout's turns (tool_rollout's result), else None
+    turns: ToolRollout | None = None    # a tool rollout's turns and tool mask (tools only)
 
 # %% ../nbs/api/15_trainer.ipynb #17423534
 @patch
@@ -381,55 +382,30 @@ class Scores(NamedTuple):
 def _score(self: GRPOTrainer, rows, texts, rollout: Rollout) -> Scores:
     "Step 3: every reward function on every completion (TRL's arguments), over every process."
     self.state.global_step = self.step  # what reward functions see as trainer_state
-    generations_done = self.step // self.optimizer_steps_per_generation
-    drawn = generations_done * self.prompts_per_process * self.accelerator.num_processes
+    rounds_done = self.step // self.plan.optimizer_steps_per_round
+    drawn = rounds_done * self.plan.prompts_per_round
     self.state.epoch = drawn / len(self.train_dataset)
-    if rollout.turns is None:
-        per_func, logged, extra_columns = score_completions(
-            self.reward_funcs, rows, texts, rollout.completion_ids, rollout.completion_mask,
-            self.state)
-    else:
-        per_func, logged, extra_columns = self._score_turns(rows, rollout.turns)
+    # With tools a completion is the conversation after the prompt (TRL's), else its text.
+    completions = texts if rollout.turns is None else rollout.turns.completions
+    per_func, logged, extra_columns = score_completions(
+        self.reward_funcs, rows, completions, rollout.completion_ids, rollout.completion_mask,
+        self.state)
     per_func = self.accelerator.gather(per_func.to(self.accelerator.device))  # (N·processes, F)
     return Scores(per_func, logged, extra_columns)
 
-@patch
-def _score_turns(self: GRPOTrainer, rows, turns) -> tuple:
-    "Rewards of tool rollouts (TRL's arguments): a completion is the conversation after a prompt."
-    G = len(turns.completions) // len(rows)
-    prompts = [r["prompt"] for r in rows for _ in range(G)]
-    columns = {k: [r[k] for r in rows for _ in range(G)] for k in rows[0] if k != "prompt"}
-    ids = [c[m.bool()].tolist() for c, m in zip(turns.completion_ids, turns.completion_mask)]
-    extras, logged, extra_columns = reward_extras(self.state)
-    rewards = call_reward_funcs(
-        self.reward_funcs, prompts, turns.completions, ids, columns, extras
-    )
-    return rewards, logged, extra_columns
 
 # %% ../nbs/api/15_trainer.ipynb #8e09b68e
-class Advantages(NamedTuple):
-    "Step 4's result: GRPO's advantage of each completion, and the std it was divided by."
-    values: torch.Tensor      # (N · processes,) (r − group mean) / (std + ε), TRL's scale_rewards
-    std: torch.Tensor         # (N · processes,) the std each advantage was divided by (logged)
-
 @patch
-def _advantages(self: GRPOTrainer, rewards, rewards_per_func) -> Advantages:
-    "Step 4: the group advantages of `grpo_edu.advantages` (GDPO's with normalize_then_sum)."
-    args, G = self.args, self.args.num_generations
-    # each reward normalised, then summed
-    if args.multi_objective_aggregation == "normalize_then_sum":
-        weights = self.reward_weights.to(rewards.device)
-        values, batch_std = decoupled_advantages(rewards_per_func, G, weights)
-        return Advantages(values, batch_std.expand_as(rewards))
-    values = group_advantages(rewards, G, args.scale_rewards)  # (r − mean) / std
-    if args.scale_rewards == "batch":
-        return Advantages(values, nanstd(rewards).expand_as(rewards))
-    return Advantages(values, group_reward_std(rewards, G))
+def _advantages(self: GRPOTrainer, scores: Scores) -> RewardsAndAdvantages:
+    "Step 4: weighted rewards and group advantages over every process (`rewards_and_advantages`)."
+    args = self.args
+    return rewards_and_advantages(scores.per_func, self.reward_weights, args.num_generations,
+                                  args.scale_rewards, args.multi_objective_aggregation)
 
 # %% ../nbs/api/15_trainer.ipynb #fe1e3ae5
 @patch
 def _rollout_batch(self: GRPOTrainer, rollout: Rollout, advantages: torch.Tensor) -> RolloutBatch:
-    "The update's rows: prompt ‖ completion, loss mask (truncated, tool results out), advantages."
+    "The update's rows, whole: prompt ‖ completion, loss mask, advantages, π_old, π_ref, q's weights."
     seen = rollout.completion_mask                                                        # (N, K)
     if self.args.mask_truncated_completions:
         seen = seen * (~rollout.truncated).long()[:, None]
@@ -437,10 +413,13 @@ def _rollout_batch(self: GRPOTrainer, rollout: Rollout, advantages: torch.Tensor
     # token counts (as TRL's).
     mask = seen if rollout.turns is None else seen * rollout.turns.tool_mask  # (N, K)
     tokens = self.accelerator.gather(mask.sum()[None]).sum().float()  # every process's tokens
-    return RolloutBatch(input_ids=torch.cat([rollout.prompt_ids, rollout.completion_ids], 1),
-                        attention_mask=torch.cat([rollout.prompt_mask, seen], 1),
-                        logits_to_keep=rollout.completion_ids.size(1), mask=mask,
-                        advantages=advantages, num_items_in_batch=tokens)
+    input_ids = torch.cat([rollout.prompt_ids, rollout.completion_ids], 1)     # (N, P + K)
+    attention_mask = torch.cat([rollout.prompt_mask, seen], 1)
+    K, logq = rollout.completion_ids.size(1), rollout.logq
+    old_logps, ref_logps = self._old_and_ref_logps(input_ids, attention_mask, K, logq is not None)
+    sampler = None if logq is None else self._sampler_correction(old_logps, logq, mask)
+    return RolloutBatch(input_ids, attention_mask, K, mask, advantages, tokens, old_logps,
+                        ref_logps, sampler)
 
 @patch
 def _lm_head_chunk(self: GRPOTrainer) -> int | None:
@@ -448,44 +427,51 @@ def _lm_head_chunk(self: GRPOTrainer) -> int | None:
     return self.args.lm_head_chunk_size if self.placement.whole_lm_head else None
 
 @patch
-def _old_and_ref_logps(self: GRPOTrainer, batch: RolloutBatch,
-                       logq: torch.Tensor | None = None) -> dict:
-    "log π_old (π_θ moves, or a sampler to correct), log π_ref (beta > 0); correction metrics."
-    args, chunk = self.args, self._lm_head_chunk()
+def _old_and_ref_logps(self: GRPOTrainer, input_ids, attention_mask, logits_to_keep: int,
+                       correct: bool = False) -> tuple:  # ((N, K) log π_old or None, log π_ref or None)
+    "log π_old (π_θ moves, or `correct`: a sampler to correct), log π_ref (beta > 0)."
+    args, chunk, old_logps, ref_logps = self.args, self._lm_head_chunk(), None, None
     # π_ref's own weights are whole on every process unless ZeRO-3 shards them like π_θ's.
     whole_ref = self.ref_model is not None and not self.placement.zero3
     ref_chunk = args.lm_head_chunk_size if whole_ref else chunk
     # (N, K) log-probs of the batch's completions under `model`
     logps = lambda model, chunk_size=chunk: per_token_logps(
-        model, batch.input_ids, batch.attention_mask, batch.logits_to_keep, args.temperature,
+        model, input_ids, attention_mask, logits_to_keep, args.temperature,
         args.per_device_train_batch_size, chunk_size=chunk_size)
     with explain_oom("reference log-probs"), self.accelerator.autocast():
-        if self.optimizer_steps_per_generation > 1 or logq is not None:
-            batch.old_logps = logps(self.model)
+        if self.plan.optimizer_steps_per_round > 1 or correct:
+            old_logps = logps(self.model)
         if args.beta > 0:  # its own model, or (LoRA) the policy, adapters off
             policy = self.accelerator.unwrap_model(self.model)
-            batch.ref_logps = reference_logps(policy, self.ref_model,
-                                              lambda model: logps(model, ref_chunk))
-    return {} if logq is None else self._sampler_correction(batch, logq)
+            ref_logps = reference_logps(policy, self.ref_model,
+                                        lambda model: logps(model, ref_chunk))
+    return old_logps, ref_logps
 
 @patch
-def _sampler_correction(self: GRPOTrainer, batch: RolloutBatch, logq: torch.Tensor) -> dict:
-    "TRL's importance weights π_old / q into the batch; its sampling/* metrics over every process."
-    args, gather = self.args, lambda value: self.accelerator.gather(value[None])
-    ratio = importance_sampling_ratio(batch.old_logps, logq, batch.mask,  # (N, K) or (N, 1)
+def _sampler_correction(self: GRPOTrainer, old_logps, logq, mask) -> SamplerCorrection:
+    "TRL's importance weights π_old / q of the sampled tokens (vllm_importance_sampling_*)."
+    args = self.args
+    ratio = importance_sampling_ratio(old_logps, logq, mask,                  # (N, K) or (N, 1)
                                       args.vllm_importance_sampling_mode,
                                       args.vllm_importance_sampling_clip_min,
                                       args.vllm_importance_sampling_clip_max)
-    batch.sampler = SamplerCorrection(ratio, logq)
-    local = sampling_metrics(batch.old_logps, logq, ratio, batch.mask)  # this process's
+    return SamplerCorrection(ratio, logq)
+
+@patch
+def _sampling_metrics(self: GRPOTrainer, batch: RolloutBatch) -> dict:
+    "TRL's sampling/* metrics of a corrected batch over every process ({} without a correction)."
+    if batch.sampler is None:
+        return {}
+    gather = lambda value: self.accelerator.gather(value[None])
+    local = sampling_metrics(batch.old_logps, batch.sampler.logps, batch.sampler.ratio, batch.mask)
     reduce = {"max": torch.max, "min": torch.min, "mean": torch.mean}   # TRL's, over the processes
     return {
         name: reduce[name.rsplit("/", 1)[1]](gather(value)).item() for name, value in local.items()
     }
 
 # %% ../nbs/api/15_trainer.ipynb #76ec4eca
-class Generation(NamedTuple):
-    "One generation with steps 1–4 done: the update's rows, the metrics, completions for the log."
+class RolloutRound(NamedTuple):
+    "One rollout round with steps 1–4 done: the update's rows, the metrics, completions for the log."
     batch: RolloutBatch
     metrics: dict
     samples: list
@@ -494,35 +480,34 @@ class Generation(NamedTuple):
 @torch.no_grad()
 def generate_and_score(
     self: GRPOTrainer,
-    rows: list[dict],   # the generation's dataset rows on this process (prompt_rows)
-) -> Generation:
+    rows: list[dict],   # the round's dataset rows on this process (prompt_rows)
+) -> RolloutRound:
     "Steps 2–4: G completions per prompt, rewards, group advantages; π_old's, π_ref's log-probs."
     args, started = self.args, time.perf_counter()
     rollout = self._rollout(rows)                       # 2: G completions each, N = rows × G
     rolled = time.perf_counter()
     texts = self.tokenizer.batch_decode(rollout.completion_ids, skip_special_tokens=True)
     scores = self._score(rows, texts, rollout)  # 3: every process's rewards
-    rewards = weighted_rewards(scores.per_func, self.reward_weights)  # (N·processes,)
-    advantages = self._advantages(rewards, scores.per_func)  # 4: the group baseline
+    advantages = self._advantages(scores)  # 4: the group baseline, (N·processes,) each
+    rewards = advantages.rewards
     n, rank = len(texts), self.accelerator.process_index
     mine = slice(rank * n, (rank + 1) * n)                                  # this process's rows
-    batch = self._rollout_batch(rollout, advantages.values[mine])
     scored = time.perf_counter()
-    sampler_metrics = self._old_and_ref_logps(batch, rollout.logq)  # {} unless q is corrected
+    batch = self._rollout_batch(rollout, advantages.advantages[mine])   # with π_old's, π_ref's
     times = {"time/rollout": rolled - started, "time/rewards": scored - rolled,
              "time/ref_old_logps": time.perf_counter() - scored}
-    metrics = self._generation_metrics(
-        rollout, scores, rewards, advantages, {**times, **sampler_metrics}
+    metrics = self._rollout_metrics(
+        rollout, scores, rewards, advantages, {**times, **self._sampling_metrics(batch)}
     )
     prompts = [r["prompt"] for r in rows for _ in range(args.num_generations)]
-    samples = completion_samples(prompts, texts, rewards[mine], advantages.values[mine],
+    samples = completion_samples(prompts, texts, rewards[mine], advantages.advantages[mine],
                                  scores.extra_columns, args.num_completions_to_print)
-    return Generation(batch, metrics, samples)
+    return RolloutRound(batch, metrics, samples)
 
 @patch
-def _generation_metrics(self: GRPOTrainer, rollout: Rollout, scores: Scores, rewards, advantages,
+def _rollout_metrics(self: GRPOTrainer, rollout: Rollout, scores: Scores, rewards, advantages,
                         phases: dict) -> dict:
-    "The generation's metrics (TRL's names), all processes: rewards, lengths, times, tools, logs."
+    "The rollout round's metrics (TRL's names), all processes: rewards, lengths, times, tools, logs."
     gather, turns = self.accelerator.gather, rollout.turns
     sampled = (
         rollout.completion_mask if turns is None else rollout.completion_mask * turns.tool_mask
@@ -561,25 +546,13 @@ def micro_batch(
 ) -> RolloutBatch:         # (b, P + k) and (b, k): cut to the rows' longest completion
     "One micro-batch of a step's rows, cut to its longest completion (after it: padding only)."
     part = batch.rows(rows)
-    k = max(int(part.completion_lengths().max()), 1)          # completion columns kept
-    width = part.input_ids.size(1) - part.logits_to_keep + k  # prompt width + k
-    cut = lambda t: None if t is None else t[:, :k]           # (b, k)
-    return dataclasses.replace(
-        part,
-        input_ids=part.input_ids[:, :width],
-        attention_mask=part.attention_mask[:, :width],
-        logits_to_keep=k,
-        mask=cut(part.mask),
-        old_logps=cut(part.old_logps),
-        ref_logps=cut(part.ref_logps),
-        sampler=None if part.sampler is None else part.sampler.cut(k),
-    )
+    return part.cut(max(int(part.completion_lengths().max()), 1))
 
 # %% ../nbs/api/15_trainer.ipynb #05a13cce
 @patch
 def update(
     self: GRPOTrainer,
-    batch: RolloutBatch,  # one optimizer step's rows (generate_and_score, split_generation)
+    batch: RolloutBatch,  # one optimizer step's rows (generate_and_score, split_round)
 ) -> dict:  # the step's metrics: loss, grad_norm, learning_rate, kl, entropy, clips, times
     "Step 5: one optimizer step over the batch's micro-batches: GRPO's loss, backward, clip, step."
     args, started = self.args, time.perf_counter()
@@ -615,12 +588,11 @@ def _micro_batch_loss(self: GRPOTrainer, part: RolloutBatch, coef: float, first:
         self.model, part.input_ids, part.attention_mask, part.logits_to_keep, args.temperature,
         compute_entropy=True, entropy_grad=with_bonus, chunk_size=self._lm_head_chunk())
     entropy = self._entropy_terms(entropies, part.mask, coef)
-    # dapo, cispo, vespo: this process's share of the step's tokens (TRL's num_items_in_batch).
-    options = dataclasses.replace(self.loss_options,
-                                  num_items_in_batch=part.num_items_in_batch / processes)
-    out = grpo_loss(logps, part.old_logps, part.ref_logps, part.advantages, part.mask, options,
-                    part.sampler, entropy.keep)
-    policy_loss = out.loss / accumulation_divisor(args.loss_type, args.gradient_accumulation_steps)
+    norm = loss_normaliser(args.loss_type, part.num_items_in_batch, self.plan.optimizer_steps_per_pass,
+                           processes, args.gradient_accumulation_steps)   # TRL's num_items_in_batch
+    out = grpo_loss(logps, part.old_logps, part.ref_logps, part.advantages, part.mask,
+                    self.loss_options, part.sampler, entropy.keep, norm.num_items_in_batch)
+    policy_loss = out.loss / norm.divisor
     loss = policy_loss + entropy.bonus  # TRL's entropy_coef
     backward(self.accelerator, self.placement, loss)
     once = float(first)  # the losses: summed over micro-batches, one per process
@@ -708,14 +680,14 @@ def evaluate(self: GRPOTrainer, dataset=None, max_samples: int | None = None, ba
 def save(self: GRPOTrainer) -> Path | None:
     "Save an atomic checkpoint of all that continuing exactly needs (the main process renames it)."
     args, pending = self.args, None
-    # Mid-generation: keep its rest, or a resume would sample anew for its remaining steps.
-    if self._batches is not None and self.step % self.optimizer_steps_per_generation:
+    # Mid-round: keep its rest, or a resume would sample anew for its remaining steps.
+    if self._batches is not None and self.step % self.plan.optimizer_steps_per_round:
         rest = send_to_device([b.to_dict() for b in self._batches], "cpu")
-        pending = gather_object([(rest, self._gen_metrics)])
+        pending = gather_object([(rest, self._round_metrics)])
     state = {"eval_before": self.eval_before, "optim": args.optim,
              "health": {"fired": self.health.fired, "skipped": self.health.skipped_steps},
              "entropy_control": self.entropy_control.state_dict(),
-             **({"generation": pending} if pending is not None else {})}
+             **({"rollout_round": pending} if pending is not None else {})}
     moved_reference = self.ref_model if args.sync_ref_model else None   # π_ref has moved (TR-DPO)
     path = save_run(self.accelerator, self.model, self.optimizer, self.scheduler, self.tokenizer,
                     args.output_dir, self.step, state, self.placement.sharded_optimizer,
@@ -742,29 +714,25 @@ def _resume(self: GRPOTrainer, path) -> int:
         self.entropy_control.load_state_dict(state["entropy_control"])
     if args.sync_ref_model and (folder / "reference").is_dir():      # the moved π_ref (TR-DPO)
         load_weights(self.ref_model, read_safetensors(folder / "reference"), path)
-    pending = state.get("generation")  # a generation's rest, if it still fits
+    pending = state.get("rollout_round")  # a round's rest, if it still fits
     fits = pending and len(pending) == accelerator.num_processes
-    if fits and len(pending[0][0]) == self.batches_per_generation:
-        batches, self._gen_metrics = pending[accelerator.process_index]
+    if fits and len(pending[0][0]) == self.plan.optimizer_steps_per_pass:
+        batches, self._round_metrics = pending[accelerator.process_index]
         batches = send_to_device(batches, accelerator.device)
         self._batches = [RolloutBatch.from_dict(b) for b in batches]
     return self.step
 
 # %% ../nbs/api/15_trainer.ipynb #d6b96d98
-def split_generation(
-    batch: RolloutBatch,                       # one generation's rows
+def split_round(
+    batch: RolloutBatch,                       # one rollout round's rows
     n_steps: int,  # batches: one per optimizer step of one pass (micro-batches / GA)
     generator: torch.Generator | None = None,  # the shuffle's randomness
 ) -> list[RolloutBatch]:                       # n_steps batches of N / n_steps rows each
-    "Shuffle one generation's rows (as TRL does) and cut them into the batches of `n_steps` steps."
+    "Shuffle one rollout round's rows (as TRL does) and cut them into the batches of `n_steps` steps."
     if n_steps == 1:
         return [batch]
     order = torch.randperm(len(batch), generator=generator).to(batch.input_ids.device)
-    share = batch.num_items_in_batch / n_steps          # TRL: the generation's tokens × GA / steps
-    return [
-        dataclasses.replace(batch.rows(rows), num_items_in_batch=share)
-        for rows in order.chunk(n_steps)
-    ]
+    return [batch.rows(rows) for rows in order.chunk(n_steps)]
 
 # %% ../nbs/api/15_trainer.ipynb #99d85d7c
 @patch
@@ -780,11 +748,11 @@ def train(self: GRPOTrainer) -> dict:
         while (self.step < self.max_steps and not signal_number
                and not self.control.should_training_stop):
             step_started = time.time()
-            if self._batches is None or self.step % self.optimizer_steps_per_generation == 0:
-                self._new_generation(log)                 # prompts, rollout, rewards, advantages
-            # μ = num_iterations passes over the generation: its batches in turn, μ times.
-            batch = self._batches[self.step % self.batches_per_generation]
-            row = {**self._gen_metrics, **self.update(batch)}                # the loss, the update
+            if self._batches is None or self.step % self.plan.optimizer_steps_per_round == 0:
+                self._new_round(log)                 # prompts, rollout, rewards, advantages
+            # μ = num_iterations passes over the round: its batches in turn, μ times.
+            batch = self._batches[self.step % self.plan.optimizer_steps_per_pass]
+            row = {**self._round_metrics, **self.update(batch)}                # the loss, the update
             self.step += 1
             row["step_time"] = time.time() - step_started
             signal_number = self._after_step(log, row)
@@ -820,14 +788,14 @@ def _start_run(self: GRPOTrainer) -> RunLog:
     return log
 
 @patch
-def _new_generation(self: GRPOTrainer, log: RunLog) -> None:
-    "Steps 1–4 of the next generation: prompts, completions, rewards, advantages, in batches."
+def _new_round(self: GRPOTrainer, log: RunLog) -> None:
+    "Steps 1–4 of the next rollout round: prompts, completions, rewards, advantages, in batches."
     args = self.args
-    generation = self.step // self.optimizer_steps_per_generation
-    rows = self.prompt_rows(generation)                                         # 1: prompts
-    batch, self._gen_metrics, samples = self.generate_and_score(rows)          # 2–4
-    shuffle = torch.Generator().manual_seed(args.seed + generation)
-    self._batches = split_generation(batch, self.batches_per_generation, shuffle)
+    rollout_round = self.step // self.plan.optimizer_steps_per_round
+    rows = self.prompt_rows(rollout_round)                                         # 1: prompts
+    batch, self._round_metrics, samples = self.generate_and_score(rows)          # 2–4
+    shuffle = torch.Generator().manual_seed(args.seed + rollout_round)
+    self._batches = split_round(batch, self.plan.optimizer_steps_per_pass, shuffle)
     if args.log_completions:
         log.completions(self.step + 1, samples)
 
