@@ -75,6 +75,10 @@ class GRPOConfig:
     eval_max_samples: int | None = HfArg(default=None, help="the first N eval prompts (none: all)")
     eval_steps: int = HfArg(default=0, help=(
         "evaluate every N steps, logged as eval_accuracy (0: before and after training only)"))
+    metric_for_best_model: str | None = HfArg(default=None, help=(
+        "TrainingArguments': the eval metric whose best is state.best_metric (e.g. eval_accuracy)"))
+    greater_is_better: bool | None = HfArg(default=None, help=(
+        "TrainingArguments': a larger metric_for_best_model is better (none: unless it is a loss)"))
     reward_funcs: list[str] = HfArg(default_factory=lambda: ["accuracy"], help=(
         "built-in names, my_module.my_func, or reward-model ids: a,b (or a b)"))
     reward_weights: list[float] | None = HfArg(default=None, help=(

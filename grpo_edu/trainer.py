@@ -29,8 +29,11 @@ import torch
 from accelerate import Accelerator
 from accelerate.utils import gather_object, is_peft_model, send_to_device, set_seed
 from fastcore.basics import patch
-from transformers import TrainerCallback, TrainerControl, TrainerState, get_scheduler
+import json, operator
+from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
+from transformers import get_scheduler
 from transformers.trainer_callback import CallbackHandler, DefaultFlowCallback
+from transformers.trainer_utils import IntervalStrategy, SaveStrategy
 from transformers.utils import logging as hf_logging
 from .checkpoint import delete_set_aside, load_weights, read_safetensors, restore_run
 from .checkpoint import save_run, set_aside_run
@@ -45,6 +48,7 @@ from .logprobs import per_token_logps
 from .loss import LossOptions, SamplerCorrection, grpo_loss, loss_normaliser
 from .loss import high_entropy_mask, importance_sampling_ratio, sampling_metrics
 from .monitor import HealthMonitor, RunLog, add_sums, completion_samples, generation_metrics
+from .monitor import eval_metrics
 from .monitor import gather_values, logged_means, masked_sum, reduce_means
 from .policy import build_policy, fill_deepspeed_config, make_optimizer, use_bf16
 from .policy import place_reference_model, reference_logps, reference_model, sync_ref_model
@@ -57,9 +61,9 @@ from .tools import ToolRollout, tool_rollout, tool_schemas
 from .usercode import tool_pool, tool_reference
 
 # %% auto #0
-__all__ = ['GRPOTrainer', 'sampler_differs', 'correct_sampler', 'SyncRefModelCallback',
-           'GRPOFlowCallback', 'RolloutRound', 'Rollout', 'Scores', 'RolloutBatch', 'split_round',
-           'micro_batches', 'micro_batch', 'EntropyTerms']
+__all__ = ['TRAINING_ARGUMENTS_DEFAULTS', 'GRPOTrainer', 'sampler_differs', 'correct_sampler',
+           'SyncRefModelCallback', 'GRPOFlowCallback', 'CallbackArgs', 'RolloutRound', 'Rollout',
+           'Scores', 'RolloutBatch', 'split_round', 'micro_batches', 'micro_batch', 'EntropyTerms']
 
 # %% ../nbs/api/15_trainer.ipynb #5cae097e
 class GRPOTrainer:
@@ -118,6 +122,7 @@ class GRPOTrainer:
         self.entropy_control = EntropyControl.from_config(args)  # the entropy bonus's coefficient
         self.callback_handler = self._callback_handler(callbacks)
         self.control = TrainerControl()
+        self._event("on_init_end")                 # as transformers' Trainer, last in __init__
 
 
 # %% ../nbs/api/15_trainer.ipynb #99d85d7c
@@ -130,12 +135,14 @@ def train(self: GRPOTrainer) -> dict:
     old_handlers = self.stop_signal.install()  # Ctrl-C, SIGTERM: finish the step, save, exit
     signal_number = 0                          # the signal that stopped the run (0: none)
     self._event("on_train_begin")
+    self._epoch = None                         # the epoch the current rollout round is in
     try:
         while (self.step < self.max_steps and not signal_number
                and not self.control.should_training_stop):
             step_started = time.time()
             if self._batches is None or self.step % self.plan.optimizer_steps_per_round == 0:
                 self._new_round(log)                 # prompts, rollout, rewards, advantages
+            self._event("on_step_begin")
             # μ = num_iterations passes over the round: its batches in turn, μ times.
             batch = self._batches[self.step % self.plan.optimizer_steps_per_pass]
             row = {**self._round_metrics, **self.update(batch)}                # the loss, the update
@@ -146,6 +153,8 @@ def train(self: GRPOTrainer) -> dict:
         log.close()
         for sig, handler in old_handlers.items():
             signal.signal(sig, handler)
+    if self._epoch is not None:
+        self._event("on_epoch_end")
     summary = self._finish(log, signal_number, started)
     self._event("on_train_end")
     return summary
@@ -156,12 +165,23 @@ def _new_round(self: GRPOTrainer, log: RunLog) -> None:
     "Steps 1–4 of the next rollout round: prompts, completions, rewards, advantages, in batches."
     args = self.args
     rollout_round = self.step // self.plan.optimizer_steps_per_round
+    self._epoch_events(rollout_round * self.plan.prompts_per_round // len(self.train_dataset))
     rows = self.prompt_rows(rollout_round)                                         # 1: prompts
     batch, self._round_metrics, samples = self.generate_and_score(rows)          # 2–4
     shuffle = torch.Generator().manual_seed(args.seed + rollout_round)
     self._batches = split_round(batch, self.plan.optimizer_steps_per_pass, shuffle)
     if args.log_completions:
         log.completions(self.step + 1, samples)
+
+@patch
+def _epoch_events(self: GRPOTrainer, epoch: int) -> None:
+    "A round that starts a new epoch: the last one's on_epoch_end, then on_epoch_begin."
+    if epoch == self._epoch:
+        return
+    if self._epoch is not None:
+        self._event("on_epoch_end")
+    self._epoch = epoch
+    self._event("on_epoch_begin")
 
 # %% ../nbs/api/15_trainer.ipynb #82f027b7
 @patch
@@ -192,6 +212,8 @@ def _plan_steps(self: GRPOTrainer) -> None:
     self.state = TrainerState(max_steps=self.max_steps, num_train_epochs=args.num_train_epochs,
                               logging_steps=args.logging_steps, save_steps=args.save_steps,
                               train_batch_size=args.per_device_train_batch_size)
+    main = self.accelerator.is_main_process          # the one that prints, for transformers' callbacks
+    self.state.is_local_process_zero = self.state.is_world_process_zero = main
 
 @patch
 def _load_models(self: GRPOTrainer, model, tokenizer, peft_config):
@@ -278,6 +300,50 @@ class GRPOFlowCallback(DefaultFlowCallback):
         "Epochs end inside rollout rounds here: nothing to decide."
         return control
 
+# %% ../nbs/api/15_trainer.ipynb #f25130ce
+# TrainingArguments' fields and defaults, for the ones a GRPOConfig does not have
+TRAINING_ARGUMENTS_DEFAULTS = {f.name: f.default for f in dataclasses.fields(TrainingArguments)
+                               if f.default is not dataclasses.MISSING}
+
+class CallbackArgs:
+    "A GRPOConfig as transformers' callbacks read TrainingArguments: its fields, then theirs."
+    def __init__(self, config: GRPOConfig):
+        self.config, metric = config, config.metric_for_best_model
+        greater = config.greater_is_better
+        # what TrainingArguments.__post_init__ makes of the same settings
+        self.implied = dict(
+            run_name=config.output_dir, logging_strategy=IntervalStrategy.STEPS,
+            eval_strategy=IntervalStrategy.STEPS if config.eval_steps else IntervalStrategy.NO,
+            save_strategy=SaveStrategy.STEPS if config.save_steps else SaveStrategy.NO,
+            greater_is_better=greater if greater is not None or metric is None
+            else not metric.endswith("loss"))
+
+    def __getattr__(self, name: str):
+        "The implied setting, the config's field, or TrainingArguments' default."
+        if name in ("config", "implied"):
+            raise AttributeError(name)
+        if name in self.implied:
+            return self.implied[name]
+        if hasattr(self.config, name):
+            return getattr(self.config, name)
+        if name in TRAINING_ARGUMENTS_DEFAULTS:
+            return TRAINING_ARGUMENTS_DEFAULTS[name]
+        raise AttributeError(f"neither GRPOConfig nor TrainingArguments has a field {name!r}")
+
+    def to_dict(self) -> dict:
+        "Every field, TrainingArguments' first, then the config's and the implied ones."
+        config = {f.name: getattr(self.config, f.name) for f in dataclasses.fields(self.config)}
+        return {**TRAINING_ARGUMENTS_DEFAULTS, **config, **self.implied}
+
+    def to_json_string(self) -> str:
+        "The fields as JSON (the TensorBoard callback writes it)."
+        return json.dumps(self.to_dict(), indent=2, default=str)
+
+    def to_sanitized_dict(self) -> dict:
+        "The fields as TensorBoard's hparams take them: numbers, strings and booleans, the rest str."
+        plain = (bool, int, float, str)
+        return {k: v if isinstance(v, plain) else str(v) for k, v in self.to_dict().items()}
+
 # %% ../nbs/api/15_trainer.ipynb #a1a23f28
 @patch
 def _callback_handler(self: GRPOTrainer, callbacks=None) -> CallbackHandler:
@@ -288,6 +354,7 @@ def _callback_handler(self: GRPOTrainer, callbacks=None) -> CallbackHandler:
         else []
     )
     given = [GRPOFlowCallback(), *synced, *(callbacks or [])]
+    self.callback_args = CallbackArgs(self.args)      # what callbacks read as TrainingArguments
     return CallbackHandler(given, self.model, self.tokenizer, self.optimizer, self.scheduler)
 
 @patch
@@ -295,7 +362,7 @@ def _event(self: GRPOTrainer, name: str, **kwargs) -> TrainerControl:
     "Call every callback's `name` (on_log, on_save, ...) with the run's state and control."
     self.state.global_step = self.step
     handler = getattr(self.callback_handler, name)
-    self.control = handler(self.args, self.state, self.control, **kwargs)
+    self.control = handler(self.callback_args, self.state, self.control, **kwargs)
     return self.control
 
 # %% ../nbs/api/15_trainer.ipynb #42bee04d
@@ -616,6 +683,8 @@ def update(
         autocast = self.accelerator.autocast(update_autocast(args))
         with boundary, explain_oom("the policy update (forward/backward)"), autocast:
             add_sums(sums, self._micro_batch_loss(part, coef, first=j == 0))
+        if not last:
+            self._event("on_substep_end")
     stepped = time.perf_counter()
     out = {**self._optimizer_step(), **reduce_means(self.accelerator, sums)}  # over every process
     if with_bonus:
@@ -702,8 +771,10 @@ def _optimizer_step(self: GRPOTrainer) -> dict:
         not model.was_step_applied() if self.placement.deepspeed else not math.isfinite(grad_norm)
     )
     learning_rate = self.scheduler.get_last_lr()[0]
+    self._event("on_pre_optimizer_step")
     if not skipped:
         self.optimizer.step()
+    self._event("on_optimizer_step")
     # the schedule counts steps as self.step does: torch's 'order' is moot
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", "Detected call of `lr_scheduler.step")
@@ -759,8 +830,21 @@ def _evaluate_if_due(self: GRPOTrainer, log: RunLog, ending: bool) -> dict | Non
         return None
     evaluation = self.evaluate()
     log.evaluation(self.step, evaluation)
-    self._event("on_evaluate", metrics=evaluation)
+    metrics = {**evaluation, **eval_metrics(evaluation)}   # TRL's names: eval_accuracy, ...
+    self._event("on_evaluate", metrics=metrics)
+    self._note_best(metrics)
     return evaluation
+
+@patch
+def _note_best(self: GRPOTrainer, metrics: dict) -> None:
+    "state.best_metric, kept as transformers' Trainer keeps it for metric_for_best_model."
+    name, args = self.args.metric_for_best_model, self.callback_args
+    if name is None:
+        return
+    value = metrics.get(name if name.startswith("eval_") else f"eval_{name}")
+    better = operator.gt if args.greater_is_better else operator.lt
+    if value is not None and (self.state.best_metric is None or better(value, self.state.best_metric)):
+        self.state.best_metric, self.state.best_global_step = value, self.step
 
 @patch
 def _save_if_due(self: GRPOTrainer, log: RunLog, ending: bool) -> None:
