@@ -463,7 +463,7 @@ TRAINER_STATE = {   # field: (the test its value passes where present, what a sa
     "eval_before": (lambda v: v is None or isinstance(v, dict), "an evaluation's results, or None"),
     "optim": (lambda v: isinstance(v, str), "an optimizer's name, e.g. adamw_torch"),
     "entropy_control": (lambda v: isinstance(v, dict), "the entropy controller's state"),
-    "generation": (lambda v: isinstance(v, list), "a generation's rest, one entry per process"),
+    "rollout_round": (lambda v: isinstance(v, list), "a rollout round's rest, one entry per process"),
 }
 
 def check_trainer_state(

@@ -326,15 +326,15 @@ def epoch_order(
 # %% ../nbs/api/08_data.ipynb #52aca34b
 def prompt_indices(
     n_rows: int,             # the dataset's rows
-    per_process: int,        # prompts each process draws per generation
-    generation: int,         # which generation: 0, 1, ...
+    per_process: int,        # prompts each process draws per rollout round
+    rollout_round: int,      # which rollout round: 0, 1, ...
     process_index: int = 0,  # this process (accelerate's process_index)
     num_processes: int = 1,
     seed: int = 42,          # epoch e's order is seeded by seed + e
     shuffle: bool = True,    # False: the dataset's order, epoch after epoch
 ) -> list[int]:              # the dataset rows this process draws for it, in order
-    "The rows process `process_index` of `num_processes` draws for generation `generation`."
-    start = (generation * num_processes + process_index) * per_process
+    "The rows process `process_index` of `num_processes` draws for rollout round `rollout_round`."
+    start = (rollout_round * num_processes + process_index) * per_process
     positions = range(start, start + per_process)  # in the epochs' orders laid end to end
     return [epoch_order(n_rows, seed + k // n_rows, shuffle)[k % n_rows] for k in positions]
 

@@ -20,11 +20,11 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/loss.html.md"""
 
 # %% auto #0
 __all__ = ['LOSS_TYPES', 'CLIPPED_LOSS_TYPES', 'IMPORTANCE_SAMPLING_LEVELS', 'IS_CORRECTION_MODES',
-           'LossOptions', 'SamplerCorrection', 'clipped_surrogate', 'cispo_surrogate',
-           'sapo_surrogate', 'vespo_surrogate', 'TokenLoss', 'per_token_loss', 'aggregate_loss',
-           'loss_stats', 'LossOutput', 'grpo_loss', 'vespo_weights', 'off_policy_mask',
-           'importance_sampling_ratio', 'sampling_metrics', 'high_entropy_mask',
-           'accumulation_divisor']
+           'TOKEN_NORMALISED_LOSS_TYPES', 'LossOptions', 'SamplerCorrection', 'clipped_surrogate',
+           'cispo_surrogate', 'sapo_surrogate', 'vespo_surrogate', 'TokenLoss', 'per_token_loss',
+           'aggregate_loss', 'loss_stats', 'LossOutput', 'grpo_loss', 'vespo_weights',
+           'off_policy_mask', 'importance_sampling_ratio', 'sampling_metrics', 'high_entropy_mask',
+           'Normaliser', 'loss_normaliser']
 
 # %% ../nbs/api/01_loss.ipynb #5be1a0c1
 import math
@@ -51,8 +51,6 @@ class LossOptions:
     epsilon_high: float | None = None
     loss_type: str = "grpo"                   # one of LOSS_TYPES: the surrogate, its aggregation
     max_completion_length: int | None = None  # dr_grpo's constant normaliser
-    # dapo, cispo, vespo: the step's completion tokens (None: this micro-batch's); not in a config
-    num_items_in_batch: float | torch.Tensor | None = None
     # token: one ρ per token (GRPO); sequence: one per completion (GSPO)
     importance_sampling_level: str = "token"
     # weigh k3 by ρ, so that its gradient is ∇KL(π_θ‖π_ref) (TRL 1.16's default)
@@ -312,12 +310,14 @@ def grpo_loss(
     options: LossOptions | None = None,        # β, ε, loss_type, TRL's variations (None: GRPO)
     sampler: SamplerCorrection | None = None,  # a sampler q ≠ π_old: its correction
     entropy_mask: torch.Tensor | None = None,  # (B, T) bool: the tokens the surrogate trains on
+    # dapo, cispo, vespo: the tokens to divide by (loss_normaliser; None: this batch's own)
+    num_items_in_batch: float | torch.Tensor | None = None,
 ) -> LossOutput:
     "GRPO's loss (TRL 1.16's `_compute_loss`) and TRL's statistics, from one per-token pass."
     o = options or LossOptions()
     terms = per_token_loss(logps, old_logps, ref_logps, advantages, mask, o, sampler, entropy_mask)
     loss = aggregate_loss(terms.loss, mask, o.loss_type, o.max_completion_length,
-                          o.num_items_in_batch)
+                          num_items_in_batch)
     return LossOutput(loss, loss_stats(terms, advantages, mask, o))
 
 # %% ../nbs/api/01_loss.ipynb #6c558ac3
@@ -429,9 +429,23 @@ def high_entropy_mask(
     return (entropies >= threshold) & mask.bool()
 
 # %% ../nbs/api/01_loss.ipynb #c23afba3
-def accumulation_divisor(
-    loss_type: str,                    # one of LOSS_TYPES
-    gradient_accumulation_steps: int,  # micro-batches per optimizer step
-) -> int:                              # what each micro-batch's loss is divided by
-    "What a micro-batch's loss is divided by for accumulation: 1 for the batch-normalised losses."
-    return 1 if loss_type in ("dapo", "cispo", "vespo") else gradient_accumulation_steps
+# divide by the step's token count (TRL's num_items_in_batch), not by the micro-batches
+TOKEN_NORMALISED_LOSS_TYPES = ("dapo", "cispo", "vespo")
+
+class Normaliser(NamedTuple):
+    "How one micro-batch's loss is normalised: `grpo_loss`'s token count, then a divisor."
+    num_items_in_batch: float | torch.Tensor | None  # dapo, cispo, vespo: tokens (else None)
+    divisor: int                                     # what the micro-batch's loss is divided by
+
+def loss_normaliser(
+    loss_type: str,                        # one of LOSS_TYPES
+    round_tokens: float | torch.Tensor,    # the rollout round's completion tokens, every process
+    optimizer_steps_per_pass: int = 1,     # optimizer steps one pass over the round makes
+    num_processes: int = 1,                # processes whose gradients DDP averages
+    gradient_accumulation_steps: int = 1,  # micro-batches per optimizer step
+) -> Normaliser:
+    "TRL's normaliser of a micro-batch's loss, so that a step's micro-batches add up to its loss."
+    if loss_type in TOKEN_NORMALISED_LOSS_TYPES:
+        # TRL: round_tokens × GA / steps_per_generation, divided by the processes in _compute_loss
+        return Normaliser(round_tokens / optimizer_steps_per_pass / num_processes, 1)
+    return Normaliser(None, gradient_accumulation_steps)

@@ -25,6 +25,7 @@ __all__ = ['SHAPES', 'LORA_SHAPES', 'ALL_SHAPES', 'LINEAR_LAYERS', 'PEFT_DEFAULT
 # %% ../nbs/api/16_memory.ipynb #c3b97e71
 import contextlib, json, os, sys, tempfile
 from pathlib import Path
+from .config import GRPOConfig
 from .errors import GRPOEduError
 
 # %% ../nbs/api/16_memory.ipynb #7f00adf8
@@ -311,13 +312,52 @@ def _peaks(
         update += parts["KV cache (rollout)"] + parts["bf16 copy (rollout)"]
     return rollout, update
 
+def _update_parts(shape: dict, B: int, T: int, torch_dtype: str, act_bytes: int, attn: str,
+                  gradient_checkpointing: bool, optim: str, beta: float, gpus: int, zero: int,
+                  lora: dict | None) -> tuple[dict, int]:  # (bytes per part, the rollout's weight bytes)
+    "What the update holds: the weights' state, activations, attention matrices, autocast copies."
+    P, weight_bytes = param_count(shape), _BYTES[torch_dtype]
+    parts = _state(shape, P, weight_bytes, optim, beta, gpus, zero, lora)
+    parts["activations"] = _activations(shape, B, T, act_bytes, gradient_checkpointing)
+    if lora:
+        parts["activations"] += _lora_activations(
+            shape, B, T, act_bytes, gradient_checkpointing, lora
+        )
+    parts["4-bit dequantization"] = _dequantized(shape, lora, act_bytes)
+    parts["attention matrices"] = _attention_matrices(
+        shape, B, T, act_bytes, attn, gradient_checkpointing
+    )
+    # no bf16 casts or copy of 4-bit weights below
+    if lora and lora["load_in_4bit"]: weight_bytes = act_bytes
+    casts = _autocast_weights(shape, P, act_bytes, weight_bytes, gradient_checkpointing)
+    parts["bf16 weights (update)"] = casts
+    return parts, weight_bytes
+
+def _rollout_rows(B: int, gpus: int, gradient_accumulation_steps: int,
+                  steps_per_generation: int | None, generation_batch_size: int | None) -> int:
+    "Completions one rollout samples on each process: a whole rollout round (the run's StepPlan)."
+    config = GRPOConfig(per_device_train_batch_size=B, steps_per_generation=steps_per_generation,
+                        gradient_accumulation_steps=gradient_accumulation_steps,
+                        generation_batch_size=generation_batch_size)
+    return B * config.step_plan(gpus).micro_batches_per_round
+
+def _in_gib(parts: dict, params: int, attn: str, rollout: float, update: float,
+            gpu_memory_gib: float) -> dict:
+    "The parts and peaks in GiB, and whether the larger peak fits the card."
+    out = {k: v / GiB for k, v in parts.items()}
+    out.update({"params": params, "attn_implementation": attn, "peak rollout": rollout / GiB,
+                "peak update": update / GiB, "total": max(rollout, update) / GiB,
+                "gpu_memory_gib": gpu_memory_gib})
+    out["fits"] = out["total"] <= gpu_memory_gib
+    return out
+
 def estimate_memory(
     model,                               # anything model_shape takes
     per_device_train_batch_size: int = 8,
     gradient_accumulation_steps: int = 1,
-    # micro-batches a generation feeds (None: gradient_accumulation)
+    # micro-batches a rollout round feeds (None: gradient_accumulation)
     steps_per_generation: int | None = None,
-    # or completions per generation over all GPUs (TRL's name)
+    # or completions per rollout round over all GPUs (TRL's name)
     generation_batch_size: int | None = None,
     max_prompt_length: int | None = 512,
     max_completion_length: int = 256,
@@ -348,55 +388,26 @@ def estimate_memory(
 ) -> dict:  # GiB per process for each part, the two phases' peaks, and whether it fits
     "Peak GPU memory per process of a grpo_edu GRPO step, split into its parts."
     shape = model_shape(model)
-    P = param_count(shape)
-    weight_bytes = _BYTES[torch_dtype]
-    act_bytes = 2 if bf16 else weight_bytes  # autocast: bf16 activations, logits
-    B, K = per_device_train_batch_size, max_completion_length
-    prompt_len = max_prompt_length or 512
-    T = prompt_len + K
+    act_bytes = 2 if bf16 else _BYTES[torch_dtype]  # autocast: bf16 activations, logits
+    B, K, prompt_len = per_device_train_batch_size, max_completion_length, max_prompt_length or 512
     attn = _attention_kind(attn_implementation, model_init_kwargs)
-    lora = (
-        dict(
-            lora_r=lora_r,
-            lora_target_modules=lora_target_modules,
-            lora_dropout=lora_dropout,
-            load_in_4bit=load_in_4bit,
-            use_bnb_nested_quant=use_bnb_nested_quant,
-        )
-        if use_peft
-        else None
-    )
-    parts = _state(shape, P, weight_bytes, optim, beta, gpus, zero, lora)
-    parts["activations"] = _activations(shape, B, T, act_bytes, gradient_checkpointing)
-    if lora:
-        parts["activations"] += _lora_activations(
-            shape, B, T, act_bytes, gradient_checkpointing, lora
-        )
-    parts["4-bit dequantization"] = _dequantized(shape, lora, act_bytes)
-    parts["attention matrices"] = _attention_matrices(
-        shape, B, T, act_bytes, attn, gradient_checkpointing
-    )
-    # no bf16 casts or copy of 4-bit weights below
-    if load_in_4bit and lora: weight_bytes = act_bytes
-    casts = _autocast_weights(shape, P, act_bytes, weight_bytes, gradient_checkpointing)
-    parts["bf16 weights (update)"] = casts
+    lora = None if not use_peft else dict(
+        lora_r=lora_r, lora_target_modules=lora_target_modules, lora_dropout=lora_dropout,
+        load_in_4bit=load_in_4bit, use_bnb_nested_quant=use_bnb_nested_quant)
+    parts, weight_bytes = _update_parts(shape, B, prompt_len + K, torch_dtype, act_bytes, attn,
+                                        gradient_checkpointing, optim, beta, gpus, zero, lora)
     head = lm_head_peaks(
         B, K, shape["vocab_size"], lm_head_chunk_size, act_bytes, 4 if bf16 else act_bytes
     )
     parts.update(_logits_and_entropy(head, parts["gradients"], gradient_accumulation_steps > 1))
-    steps = steps_per_generation or gradient_accumulation_steps
-    if generation_batch_size: steps = generation_batch_size // (B * gpus)
-    rows = B * steps                                     # a whole generation at once
+    rows = _rollout_rows(B, gpus, gradient_accumulation_steps, steps_per_generation,
+                         generation_batch_size)                 # a whole rollout round at once
     static_engine = rollout_engine != "hf" and zero < 3  # sharded weights: HF generate
+    P, T = param_count(shape), prompt_len + K
     parts.update(_rollout_buffers(shape, P, rows, T, act_bytes, weight_bytes, static_engine))
     rollout, update = _peaks(parts, shape, B, rows, prompt_len, T, act_bytes, attn, static_engine,
                              rollout_release_memory)
-    out = {k: v / GiB for k, v in parts.items()}
-    out.update({"params": P, "attn_implementation": attn, "peak rollout": rollout / GiB,
-                "peak update": update / GiB, "total": max(rollout, update) / GiB,
-                "gpu_memory_gib": gpu_memory_gib})
-    out["fits"] = out["total"] <= gpu_memory_gib
-    return out
+    return _in_gib(parts, P, attn, rollout, update, gpu_memory_gib)
 
 # %% ../nbs/api/16_memory.ipynb #fc831197
 _PARTS = (

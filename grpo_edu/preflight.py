@@ -21,7 +21,6 @@ from .errors import GRPOEduError, check_local_path, check_path_name
 from .errors import check_writable_folder, closest
 from .checkpoint import check_model_folder, latest_checkpoint, resolve_checkpoint
 from .rewards import REWARD_FUNCS, import_reward_func, is_import_path
-from .tools import load_tools
 
 # %% ../nbs/api/09b_preflight.ipynb #93a8ac94
 # accelerate's trackers that report_to may name, as in TRL
@@ -98,7 +97,11 @@ def check_rewards(c, funcs: list, offline: bool) -> None:
 def check_tools(c, tools: list, offline: bool, described: bool = True) -> None:
     "Tools: importable, callable, one name each (load_tools); never with the addition toy."
     if not tools: return
-    if not offline: load_tools(tools)
+    if not offline:
+        # Imported here: grpo_edu.tools brings the rollout and its CUDA-graph engine, which
+        # importing the config (and so this module) must not load.
+        from grpo_edu.tools import load_tools
+        load_tools(tools)
     # the config's own run (not the trainer's model)
     # The tool toy (dataset multiply) has a tokenizer with a tool chat template.
     if described and c.model_name_or_path == "toy" and c.dataset != "multiply":

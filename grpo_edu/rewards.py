@@ -17,7 +17,8 @@ __all__ = ['REWARD_FUNCS', 'completion_text', 'parse_number', 'extract_gsm8k_ans
            'length_reward', 'exact_match_reward', 'ModelReward', 'get_reward_func',
            'load_reward_funcs', 'is_import_path', 'import_reward_func', 'reward_name',
            'call_reward_funcs', 'reward_extras', 'weighted_rewards', 'score_completions',
-           'rewards_and_advantages', 'reward_columns_missing', 'check_reward_columns']
+           'RewardsAndAdvantages', 'rewards_and_advantages', 'reward_columns_missing',
+           'check_reward_columns']
 
 # %% ../nbs/api/02_rewards.ipynb #3f0a1c2e
 import asyncio, inspect, math, numbers, os, re
@@ -25,6 +26,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import NamedTuple
 import torch
 from .advantages import decoupled_advantages, group_advantages, group_reward_std, nanstd
 from .errors import GRPOEduError, closest, model_load_error
@@ -414,7 +416,7 @@ def weighted_rewards(
 def score_completions(
     funcs: list,                    # the reward functions (get_reward_func)
     rows: list[dict],               # the prompts' dataset rows, each with `prompt`
-    completions: list[str],         # N = rows × G completion texts, prompt-major
+    completions: list,              # N = rows × G texts, or (tools) the messages after each prompt
     completion_ids: torch.Tensor,   # (N, K) their token ids
     completion_mask: torch.Tensor,  # (N, K) 1 on real tokens
     trainer_state=None,             # TRL's trainer_state argument
@@ -422,7 +424,8 @@ def score_completions(
     "Every reward function on every completion, called with TRL's arguments."
     G = len(completions) // len(rows)
     prompts = [r["prompt"] for r in rows for _ in range(G)]
-    messages = [[{"role": "assistant", "content": t}] if _is_chat(p) else t   # chats get a message
+    # A text answering a chat becomes an assistant message; a tool conversation is one already.
+    messages = [[{"role": "assistant", "content": t}] if _is_chat(p) and isinstance(t, str) else t
                 for p, t in zip(prompts, completions)]
     columns = {k: [r[k] for r in rows for _ in range(G)] for k in rows[0] if k != "prompt"}
     ids = [c[m.bool()].tolist() for c, m in zip(completion_ids, completion_mask)]
@@ -441,6 +444,12 @@ def _is_chat(prompt) -> bool:
     return messages and "role" in prompt[0]
 
 # %% ../nbs/api/02_rewards.ipynb #6129b5d3
+class RewardsAndAdvantages(NamedTuple):
+    "`rewards_and_advantages`'s result: one value of each per completion."
+    rewards: torch.Tensor     # (N,) weighted reward (NaN: no function scored the completion)
+    advantages: torch.Tensor  # (N,) GRPO's group advantage (GDPO's for normalize_then_sum)
+    std: torch.Tensor         # (N,) the std each advantage was divided by (logged)
+
 def rewards_and_advantages(
     # (N, F) every reward function's values, prompt-major; NaN: unscored
     rewards_per_func: torch.Tensor,
@@ -448,16 +457,17 @@ def rewards_and_advantages(
     num_generations: int,                     # G
     scale_rewards: str = "group",             # "group", "batch" or "none" (TRL's)
     aggregation: str = "sum_then_normalize",  # or "normalize_then_sum" (GDPO)
-) -> tuple:  # (rewards (N,), advantages (N,), the std each advantage was divided by (N,))
+) -> RewardsAndAdvantages:  # (rewards, advantages, std), each (N,)
     "Each completion's weighted reward and GRPO's group advantage (GDPO's for normalize_then_sum)."
     rewards = weighted_rewards(rewards_per_func, weights)  # (N,)
     if aggregation == "normalize_then_sum":  # GDPO: each normalised in its group, then summed
         weights = weights.to(rewards.device)
         advantages, batch_std = decoupled_advantages(rewards_per_func, num_generations, weights)
-        return rewards, advantages, batch_std.expand_as(rewards)
+        return RewardsAndAdvantages(rewards, advantages, batch_std.expand_as(rewards))
     advantages = group_advantages(rewards, num_generations, scale_rewards)  # (r − mean) / std
-    if scale_rewards == "batch": return rewards, advantages, nanstd(rewards).expand_as(rewards)
-    return rewards, advantages, group_reward_std(rewards, num_generations)
+    if scale_rewards == "batch": std = nanstd(rewards).expand_as(rewards)
+    else: std = group_reward_std(rewards, num_generations)
+    return RewardsAndAdvantages(rewards, advantages, std)
 
 # %% ../nbs/api/02_rewards.ipynb #894dc790
 _TRL_REWARD_ARGS = (

@@ -92,3 +92,69 @@ def test_tr_dpo_is_trls_sync_ref_model_callback(tmp_path):
         # π_ref ← α·π_θ + (1 − α)·π_ref with the weights π_θ had after step 2 (its last step)
         torch.testing.assert_close(ref, 0.5 * pol.detach() + 0.5 * p0, rtol=1e-5, atol=1e-6)
     assert isinstance(sync, SyncRefModelCallback)
+
+
+class AllEvents(TrainerCallback):
+    "The name of every event a callback is called with, in order."
+    def __init__(self):
+        self.seen = []
+
+
+for _name in [n for n in dir(TrainerCallback) if n.startswith("on_")]:
+    setattr(AllEvents, _name, lambda self, args, state, control, _n=_name, **kw: self.seen.append(_n))
+
+# the events of the loop itself; logging, evaluating and saving follow each trainer's own settings
+LOOP_EVENTS = {"on_init_end", "on_train_begin", "on_epoch_begin", "on_step_begin", "on_substep_end",
+               "on_pre_optimizer_step", "on_optimizer_step", "on_step_end", "on_epoch_end", "on_train_end"}
+
+
+def transformers_events(tmp_path, max_steps, accumulation):
+    "The loop events transformers' own Trainer fires on a tiny causal LM: one epoch of `max_steps` steps."
+    from datasets import Dataset
+    from transformers import Trainer, TrainingArguments
+    tok, rec = toy_tokenizer(), AllEvents()
+    ids = tok("1+2=3")["input_ids"]
+    rows = Dataset.from_list([{"input_ids": ids, "labels": ids}] * (max_steps * accumulation))
+    args = TrainingArguments(output_dir=str(tmp_path / "hf"), max_steps=max_steps, per_device_train_batch_size=1,
+                             gradient_accumulation_steps=accumulation, save_strategy="no", report_to="none",
+                             use_cpu=True, disable_tqdm=True, logging_steps=1)
+    Trainer(toy_model(tok, seed=0), args, train_dataset=rows, callbacks=[rec]).train()
+    return [e for e in rec.seen if e in LOOP_EVENTS]
+
+
+def test_every_event_fires_in_transformers_order(tmp_path):
+    rec = AllEvents()
+    trainer(tmp_path, [rec], max_steps=2, gradient_accumulation_steps=2).train()
+    ours = [e for e in rec.seen if e in LOOP_EVENTS]
+    assert ours == transformers_events(tmp_path, max_steps=2, accumulation=2)
+    assert ours.count("on_substep_end") == 2 and ours[0] == "on_init_end" and ours[-1] == "on_train_end"
+
+
+def test_transformers_printer_and_progress_callbacks_work_unchanged(tmp_path, capsys):
+    from transformers import PrinterCallback, ProgressCallback
+    trainer(tmp_path, [PrinterCallback(), ProgressCallback()], max_steps=2, logging_steps=1).train()
+    printed = capsys.readouterr().out
+    # each logged row, printed by PrinterCallback and written under ProgressCallback's bar
+    assert printed.count("{'step': 1, 'reward'") == printed.count("{'step': 2, 'reward'") == 2
+
+
+def test_transformers_tensorboard_callback_works_unchanged(tmp_path):
+    import pytest
+    pytest.importorskip("tensorboard")
+    from transformers.integrations import TensorBoardCallback
+    trainer(tmp_path, [TensorBoardCallback()], max_steps=2, logging_steps=1).train()
+    assert list((tmp_path / "runs").rglob("events.out.tfevents.*"))
+
+
+def test_early_stopping_on_eval_accuracy_works_unchanged(tmp_path):
+    from transformers import EarlyStoppingCallback
+    rec = Recorder()
+    tr = trainer(tmp_path, [EarlyStoppingCallback(early_stopping_patience=1), rec], max_steps=8, eval_steps=1,
+                 metric_for_best_model="eval_accuracy")
+    summary = tr.train()
+    accuracy = {json.loads(line)["step"]: json.loads(line).get("eval_accuracy") for line in open(tmp_path / "metrics.jsonl")}
+    evaluated = [e[1] for e in rec.events if e[0] == "evaluate"]
+    # patience 1: it stops at the first evaluation that does not beat the best before it
+    stop = next(s for i, s in enumerate(evaluated) if i and accuracy[s] <= max(accuracy[t] for t in evaluated[:i]))
+    assert summary["steps"] == stop < 8
+    assert tr.state.best_metric == max(accuracy[t] for t in evaluated)

@@ -46,3 +46,12 @@ def test_imports_follow_the_layers(module):
     sideways = {m for m in ours if (module, m) in SAME_LAYER_FORBIDDEN}
     assert not sideways, f"{module} imports {sorted(sideways)}"
     assert not theirs & THIRD_PARTY_FORBIDDEN.get(LAYER[module], set()), f"{module} imports {theirs}"
+
+
+def test_importing_the_config_loads_no_sampler():
+    "The config dataclass is read by every face; importing it must not load the rollout's CUDA-graph engine."
+    import os, subprocess, sys
+    check = "import grpo_edu.config, sys; assert 'grpo_edu.engine' not in sys.modules, 'grpo_edu.engine loaded'"
+    env = {**os.environ, "PYTHONPATH": str(PACKAGE.parent)}
+    done = subprocess.run([sys.executable, "-c", check], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]

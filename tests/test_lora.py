@@ -270,10 +270,10 @@ def test_loss_and_adapter_gradients_equal_trl(tmp_path, case, loss_type):
     torch.manual_seed(0)
     out = t._generate_and_score_completions([{"prompt": f"{i}+{i}="} for i in range(2) for _ in range(4)])
     K, mask = out["completion_ids"].size(1), out["completion_mask"]
-    batch = RolloutBatch(input_ids=torch.cat([out["prompt_ids"], out["completion_ids"]], 1), logits_to_keep=K, mask=mask,
-                         attention_mask=torch.cat([out["prompt_mask"], mask], 1), advantages=out["advantages"],
-                         num_items_in_batch=mask.sum().float())
-    ours._old_and_ref_logps(batch)
+    ids, attn = torch.cat([out["prompt_ids"], out["completion_ids"]], 1), torch.cat([out["prompt_mask"], mask], 1)
+    old, ref = ours._old_and_ref_logps(ids, attn, K)
+    batch = RolloutBatch(input_ids=ids, logits_to_keep=K, mask=mask, attention_mask=attn, advantages=out["advantages"],
+                         num_items_in_batch=mask.sum().float(), old_logps=old, ref_logps=ref)
     torch.testing.assert_close(batch.ref_logps * mask, out["ref_per_token_logps"] * mask, rtol=1e-5, atol=1e-6)
     t.model.train()
     t.current_gradient_accumulation_steps = 1

@@ -94,10 +94,9 @@ def test_accumulated_update_equals_the_loss_on_the_whole_batch(loss_type, extra)
     if a.top_entropy_quantile < 1: keep = high_entropy_mask(ent.detach(), batch.mask, a.top_entropy_quantile)
     loss_kw = {k: v for k, v in extra.items() if k not in ("epsilon_high", "top_entropy_quantile", "gradient_accumulation_steps")}
     options = LossOptions(beta=a.beta, epsilon=a.epsilon, epsilon_high=a.epsilon_high, loss_type=loss_type,
-                          max_completion_length=a.max_completion_length,
-                          num_items_in_batch=batch.num_items_in_batch, **loss_kw)
+                          max_completion_length=a.max_completion_length, **loss_kw)
     whole, _ = grpo_loss(logps, batch.old_logps, batch.ref_logps, batch.advantages, batch.mask, options,
-                         entropy_mask=keep)
+                         entropy_mask=keep, num_items_in_batch=batch.num_items_in_batch)
     whole.backward()
     assert out["loss"] == pytest.approx(whole.item(), rel=1e-5, abs=1e-7)
     for n, p in model.named_parameters(): torch.testing.assert_close(grads[n], p.grad, rtol=1e-4, atol=1e-6)
@@ -122,8 +121,8 @@ def test_transformers_options_reach_the_optimizer_scheduler_and_data():
     assert [r["prompt"] for r in shuffled] != [r["prompt"] for r in rows]    # the default shuffles, as TRL's
 
 
-def test_a_generation_feeds_steps_per_generation_micro_batches():
-    "steps_per_generation = 2 × accumulation: one generation every 2 steps, its rows split between them, each used once."
+def test_a_rollout_round_feeds_steps_per_generation_micro_batches():
+    "steps_per_generation = 2 × accumulation: one rollout round every 2 steps, its rows split between them, each used once."
     tr = make_trainer(max_steps=4, per_device_train_batch_size=8, gradient_accumulation_steps=2, steps_per_generation=4)
     gens, steps = [], []
     generate, update = tr.generate_and_score, tr.update
@@ -132,7 +131,7 @@ def test_a_generation_feeds_steps_per_generation_micro_batches():
     def updating(batch): steps.append(batch); return update(batch)
     tr.generate_and_score, tr.update = generating, updating
     tr.train()
-    assert [s for s, _ in gens] == [0, 2]                               # steps 0-1 share one generation, 2-3 the next
+    assert [s for s, _ in gens] == [0, 2]                               # steps 0-1 share one rollout round, 2-3 the next
     for g, (_, batch) in enumerate(gens):
         assert batch.input_ids.size(0) == 32 and batch.old_logps is not None
         a, b = steps[2 * g], steps[2 * g + 1]
@@ -140,7 +139,7 @@ def test_a_generation_feeds_steps_per_generation_micro_batches():
         key = lambda ids, adv: sorted(map(tuple, torch.cat([ids, adv[:, None].double().mul(1e6).long()], 1).tolist()))
         both = key(torch.cat([a.input_ids, b.input_ids]), torch.cat([a.advantages, b.advantages]))
         assert both == key(batch.input_ids, batch.advantages)                                   # every row once
-        assert a.num_items_in_batch + b.num_items_in_batch == batch.num_items_in_batch
+        assert a.num_items_in_batch == b.num_items_in_batch == batch.num_items_in_batch   # the round's (TRL's)
     # an epoch is as many optimizer steps as before: each still takes per_device_train_batch_size × accumulation completions
     for kw, want in [({}, 32), ({"steps_per_generation": 4}, 32), ({"steps_per_generation": 4, "num_iterations": 2}, 64)]:
         t = make_trainer(max_steps=-1, per_device_train_batch_size=8, gradient_accumulation_steps=2, **kw)

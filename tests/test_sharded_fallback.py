@@ -92,10 +92,10 @@ def test_reference_log_probs_chunk_the_lm_head_where_its_weights_are_whole(kind,
         seen.append((model, chunk_size))
         return torch.zeros(2, 3)
     trainer = SimpleNamespace(args=GRPOConfig(beta=0.04, lm_head_chunk_size=4), placement=Placement.of(_acc(kind, zero)),
-                              model=policy, ref_model=ref, optimizer_steps_per_generation=2,
+                              model=policy, ref_model=ref, plan=SimpleNamespace(optimizer_steps_per_round=2),
                               accelerator=SimpleNamespace(autocast=contextlib.nullcontext, unwrap_model=lambda m: m))
     trainer._lm_head_chunk = lambda: GRPOTrainer._lm_head_chunk(trainer)
-    batch = SimpleNamespace(input_ids=None, attention_mask=None, logits_to_keep=3, old_logps=None, ref_logps=None)
     with mock.patch("grpo_edu.trainer.per_token_logps", scored):
-        assert GRPOTrainer._old_and_ref_logps(trainer, batch) == {}
+        old, ref_logps = GRPOTrainer._old_and_ref_logps(trainer, None, None, 3)
+    assert old.shape == ref_logps.shape == (2, 3)
     assert seen == [(policy, policy_chunk), (ref, ref_chunk)], kind

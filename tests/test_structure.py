@@ -64,7 +64,8 @@ def test_chapter_code_fits_100_columns():
 
 def test_grpo_loss_takes_few_parameters():
     from grpo_edu.loss import grpo_loss
-    assert len(inspect.signature(grpo_loss).parameters) <= 8
+    # the tensors, one options object, and what changes each micro-batch (TRL's num_items_in_batch)
+    assert len(inspect.signature(grpo_loss).parameters) <= 9
 
 
 def test_config_holds_the_dataclass_and_its_validation_only():
@@ -76,7 +77,16 @@ def test_config_holds_the_dataclass_and_its_validation_only():
     assert not imported & {"argparse", "yaml", "json", "os"}, "text and files are read by the cli and recipe"
     for name in ("FieldParser", "parse_config", "config_from_dict", "as_config", "from_trl", "check_paths"):
         assert f"def {name}" not in source and f"class {name}" not in source, name
-    assert len(source.splitlines()) <= 550                # the dataclass (~250 lines) and its checks
+    assert len(source.splitlines()) <= 580                # the dataclass (~250 lines), its StepPlan and checks
+
+
+def test_no_function_is_over_60_lines():
+    "A function is read whole on one screen: none in the package is over 60 lines, its signature included."
+    long = [f"{p.stem}.{node.name}: {node.end_lineno - node.lineno + 1} lines"
+            for p in sorted(PACKAGE.glob("*.py")) if p.name not in GENERATED
+            for node in ast.walk(ast.parse(p.read_text()))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 60]
+    assert not long, long
 
 
 def test_core_math_knows_no_sharding():
@@ -84,10 +94,12 @@ def test_core_math_knows_no_sharding():
     assert not re.search(r"DTensor|FlatParameter|ds_id", source)
 
 
-def test_one_name_for_optimizer_steps_per_generation():
-    other_names = r"\b(generate_every|steps_per_round|steps_between_generations|generation_steps)\b"
-    used = [line for line in package_lines() if re.search(other_names, line)]
-    assert not used, f"say optimizer_steps_per_generation: {used[:5]}"
+def test_one_name_for_a_rollout_round():
+    "A round of sampling is a rollout round (`num_generations` stays TRL's G, completions per prompt)."
+    other_names = (r"\b(generate_every|steps_per_round|steps_between_generations|generation_steps"
+                   r"|\w*_per_generation|split_generation|_new_generation|Generation)\b")
+    used = [line for line in package_lines() if re.search(other_names, line) and "steps_per_generation" not in line]
+    assert not used, f"say rollout round (optimizer_steps_per_round, split_round): {used[:5]}"
 
 
 def test_every_public_function_says_what_it_returns():

@@ -339,15 +339,15 @@ def test_chat_template_kwargs_reach_every_template_as_in_trl(tmp_path):
 def test_a_generation_split_over_steps_equals_trl(tmp_path, loss_type):
     "steps_per_generation = 2 × gradient_accumulation_steps: each of the two optimizer steps has TRL's gradient on its rows."
     from test_memory_paths import grads_of_update, make_trainer
-    from grpo_edu.trainer import split_generation
+    from grpo_edu.trainer import split_round
     extra = {"epsilon_high": 1.3} if loss_type == "cispo" else {}
     tr = make_trainer(loss_type=loss_type, per_device_train_batch_size=8, gradient_accumulation_steps=2, steps_per_generation=4,
                       bucket_by_length=False, max_grad_norm=1e9, **extra)              # TRL's micro-batches: rows in order
-    assert (tr.batches_per_generation, tr.optimizer_steps_per_generation, tr.prompts_per_process) == (2, 2, 4)
+    assert (tr.plan.optimizer_steps_per_pass, tr.plan.optimizer_steps_per_round, tr.plan.prompts_per_process) == (2, 2, 4)
     batch, _, _ = tr.generate_and_score(tr.prompt_rows(0))                           # 4 prompts × 8 = 32 completions
     assert batch.old_logps is not None                            # the second step sees them after an update: π_old kept
     batch.old_logps = batch.old_logps + 0.3 * torch.randn(batch.old_logps.shape, generator=torch.Generator().manual_seed(0))
-    parts = split_generation(batch, 2, torch.Generator().manual_seed(1))
+    parts = split_round(batch, 2, torch.Generator().manual_seed(1))
     t = trl_on(tr, tmp_path, gradient_accumulation_steps=2, steps_per_generation=4, loss_type=loss_type, **extra)
     for part in parts:
         assert part.input_ids.size(0) == 16
@@ -500,15 +500,16 @@ def test_sampler_correction_equals_trl(tmp_path, mode, loss_type, extra):
     ids, attn = torch.cat([pids, cids], 1), torch.cat([pmask, cmask], 1)
     logps = per_token_logps(model, ids, attn, cids.size(1))
     beta = extra.get("beta", 0.0)
-    options = dataclasses.replace(LossOptions.from_config(t.args), num_items_in_batch=out["num_items_in_batch"])
+    options, num_items = LossOptions.from_config(t.args), out["num_items_in_batch"]
     assert (options.beta, options.loss_type, options.epsilon_high) == (beta, loss_type, extra.get("epsilon_high"))
     assert (options.epsilon, options.max_completion_length) == (0.2, 6)           # read from TRL's config by name
     ours_loss, _ = grpo_loss(logps, old, out.get("ref_per_token_logps") if beta else None, out["advantages"], cmask,
-                             options, SamplerCorrection(ours_ratio, logq))
+                             options, SamplerCorrection(ours_ratio, logq), num_items_in_batch=num_items)
     g_ours = torch.autograd.grad(ours_loss, params, retain_graph=True)
     assert ours_loss.item() == pytest.approx(loss_trl.item(), rel=1e-5, abs=1e-7)
     for a, b in zip(g_ours, g_trl): torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)
     assert max(x.abs().max().item() for x in g_trl) > 1e-5
-    plain, _ = grpo_loss(logps, old, out.get("ref_per_token_logps") if beta else None, out["advantages"], cmask, options)
+    plain, _ = grpo_loss(logps, old, out.get("ref_per_token_logps") if beta else None, out["advantages"], cmask, options,
+                         num_items_in_batch=num_items)
     g_plain = torch.autograd.grad(plain, params)
     assert max((a - b).abs().max().item() for a, b in zip(g_plain, g_trl)) > 1e-6     # the correction changed the step
