@@ -21,6 +21,7 @@ __all__ = ['BENCH_SHAPES', 'PHASES', 'BEFORE', 'GPU_SPECS', 'random_model_dir', 
 import contextlib, datetime, json, os, platform, sys, time, warnings
 from pathlib import Path
 import torch
+from transformers import TrainerCallback
 from .config import GRPOConfig
 from .memory import SHAPES
 
@@ -555,21 +556,37 @@ def quiet_stderr():
             os.close(saved)
 
 # %% ../nbs/api/17_bench.ipynb #a1083345
+class _ProfiledSteps(TrainerCallback):
+    "Starts the profiler at the end of step `skip` and stops it at the end of the run's last step."
+    def __init__(self, profiler, skip: int, last: int):
+        self.profiler, self.skip, self.last, self.wall_s = profiler, skip, last, None
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step == self.skip:
+            self.started = time.perf_counter()
+            self.profiler.start()
+        elif state.global_step == self.last:
+            self.profiler.stop()
+            self.wall_s = time.perf_counter() - self.started
+
 def operator_split(
-    work,         # a callable that takes no argument: the work to profile
-    kinds: dict,  # kind -> the operator names it counts (e.g. "aten::mm"); other operators: "other operators"
-) -> tuple[dict, list]:  # ({kind: self ms, ..., "outside any operator": ms}, the 6 largest operators' names)
-    "Profile `work()` on the CPU: self milliseconds per kind of operator, the rest of the wall time, the top operators."
+    trainer,      # a GRPOTrainer, not yet trained; its max_steps - skip steps are measured
+    kinds: dict,  # kind -> the operator names it counts (e.g. "aten::mm"); the rest: "other operators"
+    skip: int = 2,  # the first steps, left out as warm-up
+) -> tuple[dict, list]:  # ({kind: ms per step, ..., "outside any operator": ms per step}, top 6 operators)
+    "Train `trainer` with its steady steps under the CPU profiler: ms per step by kind of operator, and the rest."
     from torch.profiler import ProfilerActivity, profile
-    start = time.perf_counter()
-    with quiet_stderr(), profile(activities=[ProfilerActivity.CPU]) as prof:
-        work()
-    wall_ms = 1000 * (time.perf_counter() - start)
+    steps = trainer.max_steps - skip
+    prof = profile(activities=[ProfilerActivity.CPU])
+    timer = _ProfiledSteps(prof, skip, trainer.max_steps)
+    trainer.callback_handler.add_callback(timer)
+    with quiet_stderr():
+        trainer.train()
+    trainer.callback_handler.remove_callback(timer)
     events = prof.key_averages()
     split = {}
     for event in events:
         kind = next((k for k, names in kinds.items() if event.key in names), "other operators")
-        split[kind] = split.get(kind, 0.0) + event.self_cpu_time_total / 1000
-    split["outside any operator"] = wall_ms - sum(split.values())
+        split[kind] = split.get(kind, 0.0) + event.self_cpu_time_total / 1000 / steps
+    split["outside any operator"] = 1000 * timer.wall_s / steps - sum(split.values())
     top = [e.key for e in sorted(events, key=lambda e: -e.self_cpu_time_total)[:6]]
     return split, top
