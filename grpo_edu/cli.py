@@ -675,7 +675,8 @@ def cmd_bench(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="grpo-edu bench", description=BENCH_ABOUT,
                                 formatter_class=OptionsHelp)
     p.add_argument("--shapes", default="0.5b,1.5b",
-                   help="model shapes, comma-separated: 0.5b, 1.5b (Qwen2.5's), tiny")
+                   help="model shapes, comma-separated: 0.5b, 1.5b (Qwen2.5's), tiny, toy (the "
+                        "default run's model and step: 128 completions of at most 6 tokens)")
     p.add_argument("--steps", type=positive(), default=3,
                    help="steady steps timed per trainer (one more is run first and dropped)")
     p.add_argument("--max_completion_length", type=positive(), default=512,
@@ -697,12 +698,6 @@ def cmd_bench(argv: list[str]) -> int:
     p.add_argument("--gradient_accumulation_steps", type=positive(), default=4,
                    help="micro-batches per optimizer step, in both trainers")
     a = p.parse_args(argv)
-    data_dir = Path(a.data_dir)
-    if not (data_dir / "gsm8k").exists() or not (data_dir / "qwen2.5-tokenizer").exists():
-        raise GRPOEduError(
-            f"--data_dir {a.data_dir} must hold gsm8k/ (GSM8K jsonl) and qwen2.5-tokenizer/ "
-            "(the Qwen2.5 tokenizer)."
-        )
     from grpo_edu.bench import BENCH_SHAPES, run_bench
     shapes = tuple(s.strip() for s in a.shapes.split(",") if s.strip())
     if not shapes or set(shapes) - set(BENCH_SHAPES):
@@ -710,6 +705,14 @@ def cmd_bench(argv: list[str]) -> int:
             f"--shapes {a.shapes!r}: the benchmark knows the shapes {', '.join(BENCH_SHAPES)} "
             "(comma-separated, e.g. --shapes 0.5b,1.5b); for other models, `grpo-edu memory "
             "--model ID` estimates memory."
+        )
+    data_dir = Path(a.data_dir)
+    needs_data = set(shapes) != {"toy"}          # the toy brings its own model, tokenizer and task
+    found = (data_dir / "gsm8k").exists() and (data_dir / "qwen2.5-tokenizer").exists()
+    if needs_data and not found:
+        raise GRPOEduError(
+            f"--data_dir {a.data_dir} must hold gsm8k/ (GSM8K jsonl) and qwen2.5-tokenizer/ "
+            "(the Qwen2.5 tokenizer) for the shapes other than toy."
         )
     pairs = [kv.split("=", 1) for kv in a.ours.split(",") if kv.strip()]
     if any(len(kv) != 2 for kv in pairs):

@@ -103,3 +103,19 @@ def test_the_correction_is_priced_when_it_is_on(shared, tmp_path, monkeypatch):
     assert row["ours_sampling"] == {"sampling/importance_sampling_ratio/mean": 0.98}
     assert (row["ours_step_s"], row["ours_uncorrected_step_s"]) == (3.0, 2.5)
     assert [c.get("vllm_importance_sampling_correction") for c in calls] == [None, False]
+
+
+def test_bench_toy_shape(tmp_path):
+    """`--shapes toy` times the default run's own model and step (128 completions of at most 6 tokens, one
+    micro-batch) against TRL, with no data folder: the toy brings its model, tokenizer and task."""
+    r = run_cli("bench", "--shapes", "toy", "--steps", "1", "--no_compiled", "--no_before",
+                "--data_dir", tmp_path / "absent", "--out_dir", tmp_path, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    row = json.loads(next(tmp_path.glob("*.json")).read_text())["results"][0]
+    assert row["model"] == "toy"
+    assert row["step"] == {"max_completion_length": 6, "batch": 128, "accum": 1}      # the default run's step
+    for k in ("ours_step_s", "trl_step_s", "rollout_tok_s", "hf_generate_tok_s"):
+        assert row[k] and row[k] > 0, k
+    assert row["ours_before_step_s"] is None                                           # --no_before
+    for sampler in ("engine", "hf_generate"):
+        assert row["sampler_vs_trainer"][sampler]["mean_abs_rho_minus_1"] < 1e-4
