@@ -22,9 +22,10 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/toy_tools.html.md"""
 
 # %% auto #0
 __all__ = ['TOOL_TOKENS', 'CALL_CHARS', 'TOOL_CHARS', 'TOY_TOOL_TEMPLATE', 'TOY_RESPONSE_TEMPLATE',
-           'toy_tool_tokenizer', 'multiply', 'multiplication_dataset', 'factors',
-           'worked_conversation', 'ConversationIds', 'conversation_ids', 'tool_warm_start',
-           'toy_tool_policy', 'tool_evaluation', 'calculator']
+           'has_call_parser', 'check_call_parser', 'toy_tool_tokenizer', 'multiply',
+           'multiplication_dataset', 'factors', 'worked_conversation', 'ConversationIds',
+           'conversation_ids', 'tool_warm_start', 'toy_tool_policy', 'tool_evaluation',
+           'calculator']
 
 # %% ../nbs/api/07b_toy_tools.ipynb #75955f65
 import ast, operator, os, random
@@ -32,7 +33,9 @@ from typing import NamedTuple
 import torch
 from datasets import Dataset
 from tokenizers import Tokenizer, decoders, models
+import transformers
 from transformers import PreTrainedTokenizerFast
+from .errors import GRPOEduError
 from .evaluation import evaluate_tool_dataset, wilson_interval
 from .tools import tool_schemas
 from .toy import TOY_CHARS, cached_warm_start, supervised_steps, toy_model
@@ -77,9 +80,27 @@ TOY_RESPONSE_TEMPLATE = {   # transformers' response template for the format abo
     },
 }
 
+# %% ../nbs/api/07b_toy_tools.ipynb #9dab7194
+def has_call_parser() -> bool:
+    "Whether this transformers reads Python call syntax in responses (the `python-call-list` parser)."
+    try: from transformers.utils.chat_parsing.response_templates import CONTENT_PARSERS
+    except ImportError: return False
+    return TOY_RESPONSE_TEMPLATE["fields"]["tool_calls"]["content"] in CONTENT_PARSERS
+
+def check_call_parser() -> None:
+    "Refuse the tool toy where transformers cannot parse its calls."
+    if has_call_parser(): return
+    raise GRPOEduError(
+        f"the tool toy writes its calls in Python call syntax, which transformers "
+        f"{transformers.__version__} cannot parse (its response templates have no `python-call-list` "
+        "parser; transformers 5.24 has it): pip install -U transformers. Tools on a real -Instruct "
+        "model (Qwen's JSON calls) work from transformers 5.15."
+    )
+
 # %% ../nbs/api/07b_toy_tools.ipynb #a4ac1e2c
 def toy_tool_tokenizer() -> PreTrainedTokenizerFast:
     "A character tokenizer, chat markers as tokens, with a tool chat template and its parser."
+    check_call_parser()
     vocab = {t: i for i, t in enumerate(["<pad>", "<eos>", *TOOL_TOKENS, *TOOL_CHARS, "<unk>"])}
     backend = Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token="<unk>"))   # a token per char
     backend.decoder = decoders.Fuse()

@@ -9,8 +9,11 @@ from grpo_edu.evaluation import wilson_interval
 from grpo_edu.rewards import accuracy_reward
 from grpo_edu.tools import scripted_generate
 from grpo_edu.toy import toy_model
-from grpo_edu.toy_tools import multiplication_dataset, multiply, toy_tool_tokenizer
+from grpo_edu.toy_tools import has_call_parser, multiplication_dataset, multiply, toy_tool_tokenizer
 from grpo_edu.trainer import GRPOTrainer
+
+# Where transformers cannot parse the toy's Python-syntax calls, the tool toy refuses to run (07b_toy_tools tests it).
+pytestmark = pytest.mark.skipif(not has_call_parser(), reason="this transformers has no python-call-list parser")
 
 ROOT = Path(__file__).resolve().parents[1]
 
