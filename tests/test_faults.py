@@ -238,12 +238,12 @@ STATEFUL = {"steps_per_generation": ["--steps_per_generation", "2"], "num_iterat
 
 @pytest.mark.parametrize("kind", STATEFUL)
 def test_resume_keeps_what_the_step_count_cannot_recompute(tmp_path, kind):
-    "checkpoint-3 falls between two steps fed by one generation, or after π_ref moved (step 2): a resume continues exactly."
+    "checkpoint-3 falls between two steps fed by one rollout round, or after π_ref moved (step 2): a resume continues exactly."
     split = [*SMALL, *STATEFUL[kind]]
     r = run_cli("train", *split, "--save_steps", "3", "--output_dir", tmp_path / "full")
     assert r.returncode == 0, r.stderr[-2000:]
     ck = tmp_path / "full" / "checkpoint-3"
-    assert ("generation" in load_trainer_state(ck)) == (kind != "sync_ref_model")
+    assert ("rollout_round" in load_trainer_state(ck)) == (kind != "sync_ref_model")
     assert (ck / "reference").is_dir() == (kind == "sync_ref_model")
     r = run_cli("train", *split, "--output_dir", tmp_path / "resumed", "--resume_from_checkpoint", tmp_path / "full" / "checkpoint-3")
     assert r.returncode == 0, r.stderr[-2000:]
@@ -263,11 +263,11 @@ def test_resume_keeps_the_adaptive_entropy_controller(tmp_path):
     assert back.entropy_control.state_dict() == tr.entropy_control.state_dict()
 
 
-def test_resume_with_another_generation_layout_generates_anew(tmp_path):
-    "Saved between the two steps of num_iterations 2, resumed with steps_per_generation 2× instead: a new generation, no crash."
+def test_resume_with_another_round_layout_samples_anew(tmp_path):
+    "Saved between the two steps of num_iterations 2, resumed with steps_per_generation 2× instead: a new round, no crash."
     from test_memory_paths import make_trainer
     kw = dict(output_dir=str(tmp_path), gradient_accumulation_steps=1, per_device_train_batch_size=8)
-    make_trainer(max_steps=3, num_iterations=2, **kw).train()                 # checkpoint-3 holds the rest of generation 1
-    assert "generation" in load_trainer_state(tmp_path / "checkpoint-3")
+    make_trainer(max_steps=3, num_iterations=2, **kw).train()                 # checkpoint-3 holds the rest of round 1
+    assert "rollout_round" in load_trainer_state(tmp_path / "checkpoint-3")
     back = make_trainer(max_steps=4, steps_per_generation=2, resume_from_checkpoint="latest", **kw)
     assert back.train()["steps"] == 4

@@ -7,6 +7,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 RECIPE = "qwen2.5-0.5b-gsm8k-1x4090"
+# No PYTHONPATH for anything here: with a checkout on it, pip would find grpo_edu installed and skip the wheel.
+CLEAN_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
 
 
 def build_wheel(tmp_path: Path) -> Path:
@@ -16,7 +18,8 @@ def build_wheel(tmp_path: Path) -> Path:
         shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("pyproject.toml", "README.md"): shutil.copy(ROOT / name, src / name)
     r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
-                        "-q", str(src), "-w", str(tmp_path / "dist")], capture_output=True, text=True, timeout=300)
+                        "-q", str(src), "-w", str(tmp_path / "dist")], capture_output=True, text=True, timeout=300,
+                       env=CLEAN_ENV)
     assert r.returncode == 0, r.stderr[-3000:]
     return next((tmp_path / "dist").glob("grpo_edu-*.whl"))
 
@@ -24,13 +27,13 @@ def build_wheel(tmp_path: Path) -> Path:
 def fresh_venv(tmp_path: Path, wheel: Path) -> Path:
     "A new virtual environment with the wheel installed, and this one's packages readable (a .pth file)."
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120, env=CLEAN_ENV)
     python = venv / "bin" / "python"
     r = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-index",
-                        "-q", str(wheel)], capture_output=True, text=True, timeout=300)
+                        "-q", str(wheel)], capture_output=True, text=True, timeout=300, env=CLEAN_ENV)
     assert r.returncode == 0, r.stderr[-3000:]
     site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          capture_output=True, text=True, check=True).stdout.strip()
+                          capture_output=True, text=True, check=True, env=CLEAN_ENV).stdout.strip()
     # Appended after the venv's own site-packages: its grpo_edu (the wheel's) comes first.
     shared = dict.fromkeys(sysconfig.get_paths()[k] for k in ("purelib", "platlib"))
     (Path(site) / "installed-dependencies.pth").write_text("\n".join(shared) + "\n")
@@ -42,7 +45,7 @@ def test_wheel_ships_the_recipes_and_runs_from_another_folder(tmp_path):
     venv = fresh_venv(tmp_path, build_wheel(tmp_path))
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}       # nothing of the checkout on the path
+    env = dict(CLEAN_ENV)                                                   # nothing of the checkout on the path
     env.update(PYTHONUNBUFFERED="1", HF_HUB_OFFLINE="1")
     run = lambda *argv, timeout=600: subprocess.run([str(a) for a in argv], cwd=elsewhere, env=env,
                                                     capture_output=True, text=True, timeout=timeout)
