@@ -16,19 +16,13 @@ the script). What is recorded for each run:
 The record goes to benchmarks/results/cpu-default-run-<date>.json with the CPU's name, the core count and
 the versions; the table is printed. Nothing is asserted: the numbers are measurements of this machine.
 """
-import argparse, json, math, os, platform, subprocess, sys, tempfile, time
+import argparse, json, os, platform, subprocess, sys, tempfile, time
 from datetime import date
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    "The 95% Wilson score interval of k successes in n trials."
-    p = k / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return round(centre - half, 4), round(centre + half, 4)
+sys.path.insert(0, str(ROOT))       # this checkout's grpo_edu, for its Wilson interval
+from grpo_edu.evaluation import wilson_interval  # noqa: E402
 
 
 def tree_of(rev: str, folder: Path) -> Path:
@@ -56,6 +50,12 @@ def short_rev(rev: str) -> str:
     return found.stdout.strip() + ("+tree" if rev == "." else "")
 
 
+def interval(evaluation: dict) -> list[float]:
+    "An evaluation's 95% Wilson interval (grpo_edu's), rounded."
+    k = round(evaluation["accuracy"] * evaluation["n"])
+    return [round(x, 4) for x in wilson_interval(k, evaluation["n"])]
+
+
 def one_run(tree: Path, seed: int, extra: list[str]) -> dict:
     "`grpo-edu train --seed seed` with the package of `tree`, in a fresh folder: times and accuracies."
     out = Path(tempfile.mkdtemp(prefix="default-run-"))
@@ -69,13 +69,12 @@ def one_run(tree: Path, seed: int, extra: list[str]) -> dict:
         return {"seed": seed, "failed": done.stderr[-2000:]}
     summary = json.loads((out / "run" / "summary.json").read_text())
     before, after = summary["eval_before"], summary["eval_after"]
-    low_before, high_before = wilson(round(before["accuracy"] * before["n"]), before["n"])
-    low_after, high_after = wilson(round(after["accuracy"] * after["n"]), after["n"])
+    before_interval, after_interval = interval(before), interval(after)
     return {"seed": seed, "steps": summary["steps"], "train_s": summary["wall_s"], "process_s": process_s,
             "before": round(before["accuracy"], 4), "after": round(after["accuracy"], 4),
             "gain": round(after["accuracy"] - before["accuracy"], 4),
-            "before_interval": [low_before, high_before], "after_interval": [low_after, high_after],
-            "intervals_apart": low_after > high_before}
+            "before_interval": before_interval, "after_interval": after_interval,
+            "intervals_apart": after_interval[0] > before_interval[1]}
 
 
 def main() -> None:
