@@ -32,7 +32,7 @@ _TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_att
 # the default run's model (toy.toy_model; its vocabulary: the toy tokenizer's) and step
 _TOY = dict(hidden_size=96, intermediate_size=384, num_hidden_layers=2, num_attention_heads=4,
             num_key_value_heads=2, tie_word_embeddings=True)
-TOY_STEP = dict(max_completion_length=6, batch=128, accum=1)   # 16 prompts × 8, ≤ 6 tokens
+TOY_STEP = dict(max_completion_length=6, batch=256, accum=1)   # 32 prompts × 8, ≤ 6 tokens
 BENCH_SHAPES = {"0.5b": SHAPES["qwen2.5-0.5b"], "1.5b": SHAPES["qwen2.5-1.5b"],
                 "tiny": _TINY, "toy": _TOY}
 

@@ -470,7 +470,7 @@ def check_output_file(path: str) -> None:
 
 # %% ../nbs/api/18_cli.ipynb #7bf44670
 def run_settings(
-    model: str,   # a checkpoint folder (runs/toy/checkpoint-3000), a model folder or a Hub id
+    model: str,   # a checkpoint folder (runs/toy/checkpoint-750), a model folder or a Hub id
 ) -> tuple:       # (the saved fields, the config.yaml they came from), or ({}, None)
     "The settings of the run a checkpoint belongs to: its run folder's config.yaml, or its own."
     for folder in (Path(model).parent, Path(model)):
@@ -676,7 +676,7 @@ def cmd_bench(argv: list[str]) -> int:
                                 formatter_class=OptionsHelp)
     p.add_argument("--shapes", default="0.5b,1.5b",
                    help="model shapes, comma-separated: 0.5b, 1.5b (Qwen2.5's), tiny, toy (the "
-                        "default run's model and step: 128 completions of at most 6 tokens)")
+                        "default run's model and step: 256 completions of at most 6 tokens)")
     p.add_argument("--steps", type=positive(), default=3,
                    help="steady steps timed per trainer (one more is run first and dropped)")
     p.add_argument("--max_completion_length", type=positive(), default=512,

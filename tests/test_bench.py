@@ -106,14 +106,14 @@ def test_the_correction_is_priced_when_it_is_on(shared, tmp_path, monkeypatch):
 
 
 def test_bench_toy_shape(tmp_path):
-    """`--shapes toy` times the default run's own model and step (128 completions of at most 6 tokens, one
+    """`--shapes toy` times the default run's own model and step (256 completions of at most 6 tokens, one
     micro-batch) against TRL, with no data folder: the toy brings its model, tokenizer and task."""
     r = run_cli("bench", "--shapes", "toy", "--steps", "1", "--no_compiled", "--no_before",
                 "--data_dir", tmp_path / "absent", "--out_dir", tmp_path, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     row = json.loads(next(tmp_path.glob("*.json")).read_text())["results"][0]
     assert row["model"] == "toy"
-    assert row["step"] == {"max_completion_length": 6, "batch": 128, "accum": 1}      # the default run's step
+    assert row["step"] == {"max_completion_length": 6, "batch": 256, "accum": 1}      # the default run's step
     for k in ("ours_step_s", "trl_step_s", "rollout_tok_s", "hf_generate_tok_s"):
         assert row[k] and row[k] > 0, k
     assert row["ours_before_step_s"] is None                                           # --no_before

@@ -16,7 +16,8 @@ from grpo_edu.errors import GRPOEduError
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = ["--max_steps", "6", "--toy_warm_start_steps", "20", "--per_device_train_batch_size", "16", "--eval_dataset",
-       "none", "--logging_steps", "1", "--learning_rate", "1e-3", "--lr_scheduler_type", "linear", "--seed", "3"]
+       "none", "--logging_steps", "1", "--learning_rate", "1e-3", "--lr_scheduler_type", "linear", "--warmup_steps", "0",
+       "--seed", "3"]
 
 
 class Payload:

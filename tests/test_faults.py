@@ -6,7 +6,8 @@ from conftest import cli, run_cli
 from grpo_edu.checkpoint import latest_checkpoint, load_trainer_state, write_manifest
 
 SMALL = ["--max_steps", "6", "--toy_warm_start_steps", "200", "--per_device_train_batch_size", "32", "--eval_dataset", "none",
-         "--logging_steps", "1", "--learning_rate", "1e-3", "--lr_scheduler_type", "linear", "--seed", "3"]
+         "--logging_steps", "1", "--learning_rate", "1e-3", "--lr_scheduler_type", "linear", "--warmup_steps", "0",
+         "--seed", "3"]
 
 
 def rows(d):

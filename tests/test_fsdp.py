@@ -8,8 +8,9 @@ import pytest
 from conftest import accelerate_env, assert_close_logged, assert_same_logged, run_cli, train_on_two
 
 SHIM = Path(__file__).with_name("fsdp_shim.py")
+# eval_max_samples: 65 + 64 rows; without padding the processes would run 2 and 1 eval batches.
 COMMON = ["--max_steps", "4", "--save_steps", "2", "--logging_steps", "1", "--toy_warm_start_steps", "300",
-          "--eval_max_samples", "129"]      # 65 + 64 rows: without padding the processes would run 2 and 1 eval batches
+          "--per_device_train_batch_size", "128", "--eval_max_samples", "129"]
 
 
 def _launch(args, cwd, fsdp=True):
