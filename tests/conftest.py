@@ -22,8 +22,13 @@ def gpu_tests_only(argv: list[str]) -> bool:
 # inherit it). Set before torch first asks CUDA how many devices there are.
 if not os.environ.get("PYTEST_XDIST_WORKER") and not gpu_tests_only(sys.argv[1:]): os.environ["CUDA_VISIBLE_DEVICES"] = ""
 from grpo_edu.data import find_shared_data
+from grpo_edu.recipe import TOY_SHORT_RUNS
 
 ROOT = Path(__file__).resolve().parents[1]
+# The learning-rate schedule of the chapters' short studies (recipe.TOY_SHORT_RUNS: a constant 1e-4, no warm-up) as
+# command-line flags: a run of a few steps under the default's warm-up would take its first step at a rate of 0.
+SHORT_SCHEDULE = [part for field, value in TOY_SHORT_RUNS.items() if field != "per_device_train_batch_size"
+                  for part in (f"--{field}", str(value))]
 # The same lookup as the notebooks: $GRPO_EDU_DATA, else shared/data in or beside the checkout.
 SHARED = find_shared_data(ROOT) or ROOT.parent / "shared" / "data"
 

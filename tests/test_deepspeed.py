@@ -6,13 +6,13 @@ Needs deepspeed (`DS_BUILD_OPS=0 pip install --no-build-isolation deepspeed`; .c
 import importlib.util, json, shutil
 from pathlib import Path
 import pytest
-from conftest import accelerate_env, assert_close_logged, assert_same_logged, run_cli, train_on_two
+from conftest import SHORT_SCHEDULE, accelerate_env, assert_close_logged, assert_same_logged, run_cli, train_on_two
 
 if importlib.util.find_spec("deepspeed") is None:   # (not imported here: only the launched processes use it)
     pytest.skip("deepspeed is not installed (DS_BUILD_OPS=0 pip install --no-build-isolation deepspeed)", allow_module_level=True)
 SHIM = Path(__file__).with_name("deepspeed_shim.py")
 # GA = 2 micro-batches of 64 completions per step, so the engine must accumulate; beta > 0 brings in the reference model
-COMMON = ["--max_steps", "4", "--save_steps", "2", "--logging_steps", "1", "--toy_warm_start_steps", "300",
+COMMON = ["--max_steps", "4", "--save_steps", "2", "--logging_steps", "1", "--toy_warm_start_steps", "300", *SHORT_SCHEDULE,
           "--eval_max_samples", "33", "--per_device_train_batch_size", "64", "--gradient_accumulation_steps", "2",
           "--beta", "0.04"]
 

@@ -3,7 +3,7 @@ import json, os, shutil, subprocess, sys
 from pathlib import Path
 import pytest
 import torch
-from conftest import assert_same_logged, run_cli, torchrun, train_on_two
+from conftest import SHORT_SCHEDULE, assert_same_logged, run_cli, torchrun, train_on_two
 
 WORKER = Path(__file__).with_name("dist_worker.py")
 
@@ -37,7 +37,8 @@ def test_two_processes_equal_one(tmp_path, loss_type):
 def test_two_process_cli_resume_continues_exactly(tmp_path):
     "`grpo-edu train` on two processes: a run resumed from its step-3 checkpoint logs exactly what the full run logged."
     common = ["--max_steps", "6", "--save_steps", "3", "--logging_steps", "1", "--toy_warm_start_steps", "300",
-              "--eval_dataset", "none", "--per_device_train_batch_size", "128"]
+              "--eval_dataset", "none",
+              "--per_device_train_batch_size", "128", *SHORT_SCHEDULE]
     train_on_two(common + ["--output_dir", tmp_path / "full"], tmp_path)
     (tmp_path / "part").mkdir()
     shutil.copytree(tmp_path / "full" / "checkpoint-3", tmp_path / "part" / "checkpoint-3")

@@ -5,12 +5,12 @@ a reference model, against plain DDP. See tests/fsdp_shim.py for how FSDP is tur
 import json, shutil
 from pathlib import Path
 import pytest
-from conftest import accelerate_env, assert_close_logged, assert_same_logged, run_cli, train_on_two
+from conftest import SHORT_SCHEDULE, accelerate_env, assert_close_logged, assert_same_logged, run_cli, train_on_two
 
 SHIM = Path(__file__).with_name("fsdp_shim.py")
 # eval_max_samples: 65 + 64 rows; without padding the processes would run 2 and 1 eval batches.
 COMMON = ["--max_steps", "4", "--save_steps", "2", "--logging_steps", "1", "--toy_warm_start_steps", "300",
-          "--per_device_train_batch_size", "128", "--eval_max_samples", "129"]
+          "--per_device_train_batch_size", "128", *SHORT_SCHEDULE, "--eval_max_samples", "129"]
 
 
 def _launch(args, cwd, fsdp=True):
@@ -49,7 +49,7 @@ def test_fsdp2_trains_saves_and_resumes_exactly(full, tmp_path):
 
 def test_fsdp2_loaded_model_with_reference_matches_ddp(full, tmp_path):
     "fsdp.yaml's cpu_ram_efficient_loading + a reference model (beta > 0) from a saved model: the same run as plain DDP."
-    args = ["--max_steps", "2", "--logging_steps", "1", "--eval_max_samples", "16", "--beta", "0.04",
+    args = ["--max_steps", "2", "--logging_steps", "1", "--eval_max_samples", "16", "--beta", "0.04", *SHORT_SCHEDULE,
             "--per_device_train_batch_size", "64", "--gradient_accumulation_steps", "2",
             "--model_name_or_path", str(full / "checkpoint-4")]
     _launch([*args, "--output_dir", str(tmp_path / "ddp")], tmp_path, fsdp=False)
