@@ -5,7 +5,8 @@ on what the weights know; random weights rarely emit EOS, so every completion ru
 max_completion_length (the worst case, and the same for both trainers).
 
 Why one process: both trainers see the same GPU, driver, clocks and data, one after the other, and
-peak memory is reset between them.
+peak memory is reset between them. TRL runs first, in the process as it started: on a CPU grpo_edu's
+trainer changes how freed memory is kept (`keep_freed_host_memory`), and TRL must not inherit that.
 
 Docs: https://grpo-edu.github.io/grpo_edu/api/bench.html.md"""
 
@@ -405,7 +406,17 @@ def _new_record(
         "ours_overrides": ours_overrides,
     }
     return {"gpu": gpu, "date": datetime.date.today().isoformat(), "config": config,
-            "command": " ".join(sys.argv) or "run_bench", "versions": _versions(), "results": []}
+            "command": " ".join(sys.argv) or "run_bench", "versions": _versions(), "host": _host(),
+            "results": []}
+
+def _host() -> dict:
+    "The CPU by name (from /proc/cpuinfo where there is one), its cores and torch's thread count."
+    cpu = platform.processor() or platform.machine()
+    if Path("/proc/cpuinfo").exists():
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+        names = [line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")]
+        cpu = names[0] if names else cpu
+    return {"cpu": cpu, "cores": os.cpu_count(), "torch_threads": torch.get_num_threads()}
 
 def _ratio(a: float | None, b: float | None) -> float | None:
     return round(a / b, 2) if a and b else None
@@ -473,6 +484,10 @@ def _bench_shape(
                    rollout_speedup_vs_hf=_ratio(row["rollout_tok_s"], row["hf_generate_tok_s"]))
         return write_record(rec, out_dir)
     shape_args = (steps, max_completion_length, batch, accum)
+    # TRL first: on a CPU ours keeps freed memory for the rest of the process (keep_freed_host_memory)
+    if trl and (theirs := bench_trl(model_dir, dataset, *shape_args)):
+        save(trl_step_s=_mean(theirs["step_s"]), trl_step_times=theirs["step_s"],
+             trl_peak_gib=theirs["peak_gib"])
     ours = bench_ours(model_dir, dataset, *shape_args, **ours_overrides)
     save(
         ours_step_s=_mean(ours["step_s"]),
@@ -484,9 +499,6 @@ def _bench_shape(
             model_dir, dataset, bench_args(*shape_args, **ours_overrides)
         ),
     )
-    if trl and (theirs := bench_trl(model_dir, dataset, *shape_args)):
-        save(trl_step_s=_mean(theirs["step_s"]), trl_step_times=theirs["step_s"],
-             trl_peak_gib=theirs["peak_gib"])
     new_tokens = min(256, max_completion_length)
     save(rollout_tok_s=round(generate_tok_s(model_dir, prompts, new_tokens, 64, "static")))
     save(hf_generate_tok_s=round(generate_tok_s(model_dir, prompts, new_tokens, 64, "hf")))

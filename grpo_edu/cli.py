@@ -415,7 +415,8 @@ class EvalArguments:
         default=1.0, help="pass@K's sampling temperature (pass@1 is greedy)"
     )
     rollout_engine: str = HfArg(default="auto", help=(
-        "auto: the static-cache CUDA-graph sampler on CUDA, HF generate elsewhere; static; hf"))
+        "auto: the static-cache sampler (a CUDA graph on CUDA) where it can run the model, else HF "
+        "generate; static; hf"))
     chat_template_kwargs: dict | None = HfArg(default=None, help=(
         'extra chat-template variables, e.g. \'{"enable_thinking": false}\' (Qwen3)'))
     tools: list[str] | None = HfArg(default=None, help=(

@@ -135,7 +135,8 @@ class GRPOConfig:
     repetition_penalty: float = HfArg(default=1.0, help=(
         "HF's penalty on tokens already seen (1.0: none; ≠ 1 samples with HF generate)"))
     rollout_engine: str = HfArg(default="auto", help=(
-        "auto: the static-cache CUDA-graph sampler on CUDA, HF generate elsewhere; static; hf"))
+        "auto: the static-cache sampler (a CUDA graph on CUDA) where it can run the model, else HF "
+        "generate; static; hf"))
     rollout_compile: bool = HfArg(default=False, help=(
         "torch.compile the static engine's decode step (slower start, faster steps)"))
     rollout_release_memory: bool = HfArg(default=False, help=(
@@ -403,7 +404,7 @@ CHOICES = {   # field: {value: what it means, where its name does not say it}
     "multi_objective_aggregation": {
         "sum_then_normalize": "add the weighted rewards, then normalise per group; TRL's default",
         "normalize_then_sum": "GDPO: normalise each reward per group, then add them"},
-    "rollout_engine": {"auto": "the static-cache sampler on CUDA, HF generate elsewhere",
+    "rollout_engine": {"auto": "the static-cache sampler where it can run the model, else HF generate",
                        "static": "always the static-cache sampler",
                        "hf": "always Hugging Face generate"},
     "optim": {"adamw_torch": "", "adamw_8bit": "bitsandbytes' 8-bit states, CUDA only"},

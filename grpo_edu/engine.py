@@ -15,9 +15,9 @@ Why each simplification is safe:
   the graph reads the parameters' storage, which the optimizer updates in place, so no weight copy
   or sync is needed. HF `generate`'s loop cannot be captured: it asks the host after every token
   whether to stop.
-- Sampling with the Gumbel-max trick (argmax of logits + Gumbel noise) draws exactly from the
-  softmax with tensor ops only; the top-k/top-p/min-p filters are HF's own warpers, applied in
-  `generate`'s order.
+- Sampling by inverting the CDF (one uniform number per row, searched in the running sums of
+  $e^{z - \max z}$, kept in float64) draws exactly from the softmax with tensor ops only; the
+  top-k/top-p/min-p filters are HF's own warpers, applied in `generate`'s order.
 - With fp32 master weights under bf16 autocast, the engine samples from a bf16 copy refreshed in
   place before each rollout (one cast per rollout instead of one per token; the trainer recomputes
   every log-prob in its own forward, so the sampler's rounding never enters the loss).
@@ -72,18 +72,28 @@ def sample_token(
     greedy: bool = False,        # True: argmax (temperature and filters ignored)
     with_logprob: bool = False,  # also return log q(token), the sampler's log-probability of it
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:   # (B,) token ids, or (ids, log q (B,))
-    "One token per row from softmax(filter(logits / T)), by the Gumbel-max trick (no host sync)."
+    "One token per row from softmax(filter(logits / T)), by inverting its CDF (no host sync)."
     scores = logits.float()                                                   # (B, V) z
     if greedy:
         token = scores.argmax(-1)
+        total = peak = None
     else:
-        scores = filter_logits(scores / temperature, top_k, top_p, min_p)
-        uniform = torch.rand_like(scores).clamp_(min=1e-20)                  # (B, V) u ~ U(0, 1)
-        token = (scores - torch.log(-torch.log(uniform))).argmax(-1)       # argmax(z + Gumbel)
+        if temperature != 1.0:                    # z / 1 == z exactly: skip a pass over V
+            scores = scores / temperature
+        scores = filter_logits(scores, top_k, top_p, min_p)
+        peak = scores.amax(-1, keepdim=True)                                 # (B, 1) max z
+        cdf = (scores - peak).exp_().cumsum(-1, dtype=torch.float64)         # (B, V) F_j = Σ_i≤j w_i
+        total = cdf[:, -1:]                                                  # (B, 1) Σ_j w_j
+        below_total = total.nextafter(torch.zeros_like(total))               # rounding never hits it
+        u = (torch.rand_like(total) * total).minimum(below_total)           # (B, 1) u ~ U[0, Σ w)
+        token = torch.searchsorted(cdf, u, right=True).squeeze(-1)          # (B,) first j: F_j > u
     if not with_logprob:
         return token
     picked = scores.gather(-1, token[:, None]).squeeze(-1)                   # (B,) z of the token
-    return token, picked - scores.logsumexp(-1)                             # log softmax(z)[token]
+    if total is None:
+        return token, picked - scores.logsumexp(-1)                         # log softmax(z)[token]
+    log_total = total.squeeze(-1).log().float()                             # (B,) log Σ_j e^{z_j - max}
+    return token, picked - peak.squeeze(-1) - log_total                     # log softmax(z)[token]
 
 # %% ../nbs/api/03_engine.ipynb #38038b07
 def static_engine_unsupported(model) -> str | None:

@@ -104,10 +104,14 @@ def per_token_logps(
     return (logps, torch.cat(all_entropy)) if compute_entropy else logps
 
 # %% ../nbs/05_logprobs.ipynb #bf60a4e8
+def _scaled(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+    "logits / T; at T = 1 the logits themselves (x / 1 == x exactly, and a pass over (c, V) is saved)."
+    return logits if temperature == 1.0 else logits / temperature
+
 def _head_chunk(h, weight, bias, idx, temperature: float, want_entropy: bool,
                 entropy_grad: bool = False):
     "log p(idx) (and the entropy) of one chunk: h (c, C) -> logits (c, V), not kept after."
-    logits = F.linear(h, weight, bias).float() / temperature            # (c, V)  z = W h / T
+    logits = _scaled(F.linear(h, weight, bias).float(), temperature)    # (c, V)  z = W h / T
     logps = logits.log_softmax(-1)                                      # (c, V)
     picked = logps.gather(-1, idx[:, None]).squeeze(-1)                 # (c,)    log p(o_t)
     ent = -(logps.exp() * logps).sum(-1) if want_entropy else None      # (c,)    -Σ p log p

@@ -61,9 +61,10 @@ from .tools import ToolRollout, tool_rollout, tool_schemas
 from .usercode import tool_pool, tool_reference
 
 # %% auto #0
-__all__ = ['TRAINING_ARGUMENTS_DEFAULTS', 'GRPOTrainer', 'sampler_differs', 'correct_sampler',
-           'SyncRefModelCallback', 'GRPOFlowCallback', 'CallbackArgs', 'RolloutRound', 'Rollout',
-           'Scores', 'RolloutBatch', 'split_round', 'micro_batches', 'micro_batch', 'EntropyTerms']
+__all__ = ['TRAINING_ARGUMENTS_DEFAULTS', 'GRPOTrainer', 'keep_freed_host_memory',
+           'sampler_differs', 'correct_sampler', 'SyncRefModelCallback', 'GRPOFlowCallback',
+           'CallbackArgs', 'RolloutRound', 'Rollout', 'Scores', 'RolloutBatch', 'split_round',
+           'micro_batches', 'micro_batch', 'EntropyTerms']
 
 # %% ../nbs/api/15_trainer.ipynb #5cae097e
 class GRPOTrainer:
@@ -125,11 +126,26 @@ class GRPOTrainer:
         self._event("on_init_end")                 # as transformers' Trainer, last in __init__
 
 
+# %% ../nbs/api/15_trainer.ipynb #6f1b8d22
+_M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4      # mallopt's parameter numbers, from glibc's malloc.h
+
+def keep_freed_host_memory() -> bool:
+    "Ask glibc's malloc to keep freed memory for reuse, with no mmap per large tensor (False: not glibc)."
+    import ctypes, platform
+    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+        return False
+    libc = ctypes.CDLL("libc.so.6")
+    no_mmap = libc.mallopt(_M_MMAP_MAX, 0)                 # large blocks come from the heap too
+    no_trim = libc.mallopt(_M_TRIM_THRESHOLD, 2**31 - 1)   # and freed ones stay in it
+    return bool(no_mmap and no_trim)
+
 # %% ../nbs/api/15_trainer.ipynb #99d85d7c
 @patch
 def train(self: GRPOTrainer) -> dict:
     "Run GRPO to max_steps; write metrics.jsonl, checkpoints, plots, summary.json; the summary."
     started = time.time()
+    if self.accelerator.device.type == "cpu":
+        keep_freed_host_memory()   # vocabulary-wide temporaries: no page faults on each reuse
     log = self._start_run()  # resume, open the log, evaluate before training
     self.stop_signal = StopSignal()
     old_handlers = self.stop_signal.install()  # Ctrl-C, SIGTERM: finish the step, save, exit
