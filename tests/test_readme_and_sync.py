@@ -39,3 +39,24 @@ def test_saved_outputs_hold_no_progress_bar_updates():
         for cell in nbformat.read(path, as_version=4).cells:
             for out in cell.get("outputs", []):
                 assert not (out.get("output_type") == "stream" and "\r" in out.text), f"{path.name}: run scripts/collapse-progress.py"
+
+
+def test_readme_cpu_figures_are_the_records():
+    "The CPU measurements the README quotes are those of the records it names, rounded as printed."
+    import json
+    text = " ".join((ROOT / "README.md").read_text().split())
+    results = ROOT / "benchmarks" / "results"
+    default = json.loads((results / "cpu-default-run-2026-12-02.json").read_text())["runs"]["candidate"]
+    assert "cpu-default-run-2026-12-02.json" in text
+    took = [f"{r['train_s']:.1f} s" for r in default]
+    assert f"took {took[0]}, {took[1]} and {took[2]} on seeds 0, 1 and 2" in text
+    gains = [f"{100 * r['gain']:g}" for r in default]
+    assert f"rose by {gains[0]}, {gains[1]} and {gains[2]} points" in text
+    assert all(r["intervals_apart"] and r["gain"] >= 0.25 for r in default)
+    tiny = next(r for r in json.loads((results / "cpu-x86_64-2026-12-02.json").read_text())["results"]
+                if r["model"] == "tiny")
+    assert "cpu-x86_64-2026-12-02.json" in text
+    assert (f"a step at {tiny['ours_step_s']:.1f} s against TRL's {tiny['trl_step_s']:.1f} s" in text
+            and f"{tiny['step_speedup_vs_trl']:.1f} times faster" in text)
+    share = {k: f"{v / tiny['ours_step_s']:.0%}" for k, v in tiny["ours_phases_s"].items()}
+    assert f"the rollout {share['rollout']} of it, the forward and backward {share['forward_backward']}" in text
