@@ -471,7 +471,7 @@ def _bench_shape(
     compiled: bool,
     ours_overrides: dict,
 ) -> Path:
-    "Measure one shape, headline figures first; the record is rewritten after each measurement."
+    "Measure one shape, TRL first (see the module's text); the record is rewritten after each measurement."
     model_dir, dataset, step = _shape_inputs(shape, data_dir, max_completion_length, batch, accum)
     prompts = [r["prompt"] for r in dataset.select(range(8))]
     max_completion_length = step["max_completion_length"]
@@ -484,7 +484,6 @@ def _bench_shape(
                    rollout_speedup_vs_hf=_ratio(row["rollout_tok_s"], row["hf_generate_tok_s"]))
         return write_record(rec, out_dir)
     shape_args = (steps, max_completion_length, batch, accum)
-    # TRL first: on a CPU ours keeps freed memory for the rest of the process (keep_freed_host_memory)
     if trl and (theirs := bench_trl(model_dir, dataset, *shape_args)):
         save(trl_step_s=_mean(theirs["step_s"]), trl_step_times=theirs["step_s"],
              trl_peak_gib=theirs["peak_gib"])

@@ -105,7 +105,7 @@ def per_token_logps(
 
 # %% ../nbs/05_logprobs.ipynb #bf60a4e8
 def _scaled(logits: torch.Tensor, temperature: float) -> torch.Tensor:
-    "logits / T; at T = 1 the logits themselves (x / 1 == x exactly, and a pass over (c, V) is saved)."
+    "logits / T; at T = 1 the logits themselves (x / 1 == x exactly: one pass over (c, V) saved)."
     return logits if temperature == 1.0 else logits / temperature
 
 def _head_chunk(h, weight, bias, idx, temperature: float, want_entropy: bool,

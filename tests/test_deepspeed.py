@@ -11,10 +11,11 @@ from conftest import SHORT_SCHEDULE, accelerate_env, assert_close_logged, assert
 if importlib.util.find_spec("deepspeed") is None:   # (not imported here: only the launched processes use it)
     pytest.skip("deepspeed is not installed (DS_BUILD_OPS=0 pip install --no-build-isolation deepspeed)", allow_module_level=True)
 SHIM = Path(__file__).with_name("deepspeed_shim.py")
-# GA = 2 micro-batches of 64 completions per step, so the engine must accumulate; beta > 0 brings in the reference model
+# GA = 2 micro-batches of 64 completions per step, so the engine must accumulate; beta > 0 brings in the reference model.
+# Every run samples with HF generate, which ZeRO-3's sharded weights need: the runs compared differ in the update only.
 COMMON = ["--max_steps", "4", "--save_steps", "2", "--logging_steps", "1", "--toy_warm_start_steps", "300", *SHORT_SCHEDULE,
           "--eval_max_samples", "33", "--per_device_train_batch_size", "64", "--gradient_accumulation_steps", "2",
-          "--beta", "0.04"]
+          "--beta", "0.04", "--rollout_engine", "hf"]
 
 
 def _launch(out: Path, zero: int | None, *extra, common=COMMON):
