@@ -15,8 +15,8 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/bench.html.md"""
 # %% auto #0
 __all__ = ['TOY_STEP', 'BENCH_SHAPES', 'PHASES', 'BEFORE', 'GPU_SPECS', 'random_model_dir',
            'toy_model_dir', 'generate_tok_s', 'ratio_stats', 'sampler_vs_trainer', 'bench_args',
-           'bench_ours', 'bench_trl', 'planner_gib', 'write_record', 'run_bench', 'project_phases',
-           'quiet_stderr', 'operator_split']
+           'bench_ours', 'bench_trl', 'planner_gib', 'write_record', 'cpu_name', 'run_bench',
+           'project_phases', 'quiet_stderr', 'operator_split']
 
 # %% ../nbs/api/17_bench.ipynb #465122f5
 import contextlib, datetime, json, os, platform, sys, time, warnings
@@ -409,14 +409,17 @@ def _new_record(
             "command": " ".join(sys.argv) or "run_bench", "versions": _versions(), "host": _host(),
             "results": []}
 
-def _host() -> dict:
-    "The CPU by name (from /proc/cpuinfo where there is one), its cores and torch's thread count."
-    cpu = platform.processor() or platform.machine()
-    if Path("/proc/cpuinfo").exists():
+def cpu_name() -> str:
+    "The CPU's model name, as /proc/cpuinfo gives it (else the platform's)."
+    try:
         lines = Path("/proc/cpuinfo").read_text().splitlines()
-        names = [line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")]
-        cpu = names[0] if names else cpu
-    return {"cpu": cpu, "cores": os.cpu_count(), "torch_threads": torch.get_num_threads()}
+        return next(line.split(":", 1)[1].strip() for line in lines if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or platform.machine()
+
+def _host() -> dict:
+    "The CPU by name, its cores and torch's thread count."
+    return {"cpu": cpu_name(), "cores": os.cpu_count(), "torch_threads": torch.get_num_threads()}
 
 def _ratio(a: float | None, b: float | None) -> float | None:
     return round(a / b, 2) if a and b else None

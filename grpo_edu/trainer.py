@@ -131,8 +131,10 @@ _M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4      # mallopt's parameter numbers, from
 
 def keep_freed_host_memory() -> bool:
     "Ask glibc's malloc to keep freed memory for reuse, with no mmap per large tensor (False: not glibc)."
-    import ctypes, platform
-    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+    import ctypes, os
+    try: libc_version = os.confstr("CS_GNU_LIBC_VERSION") or ""   # "glibc 2.36"; no name: not glibc
+    except (AttributeError, ValueError, OSError): return False
+    if not libc_version.startswith("glibc"):
         return False
     libc = ctypes.CDLL("libc.so.6")
     no_mmap = libc.mallopt(_M_MMAP_MAX, 0)                 # large blocks come from the heap too

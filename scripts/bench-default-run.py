@@ -21,7 +21,8 @@ from datetime import date
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))       # this checkout's grpo_edu, for its Wilson interval
+sys.path.insert(0, str(ROOT))       # this checkout's grpo_edu: its Wilson interval, its CPU name
+from grpo_edu.bench import cpu_name  # noqa: E402
 from grpo_edu.evaluation import wilson_interval  # noqa: E402
 
 
@@ -31,15 +32,6 @@ def tree_of(rev: str, folder: Path) -> Path:
     subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-f", str(folder), rev],
                    check=True, capture_output=True)
     return folder
-
-
-def cpu_name() -> str:
-    "The CPU's model name, as /proc/cpuinfo gives it (else the platform's)."
-    try:
-        lines = Path("/proc/cpuinfo").read_text().splitlines()
-        return next(l.split(":", 1)[1].strip() for l in lines if l.startswith("model name"))
-    except (OSError, StopIteration):
-        return platform.processor() or platform.machine()
 
 
 def short_rev(rev: str) -> str:
