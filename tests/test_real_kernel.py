@@ -39,7 +39,9 @@ def fresh_notebooks_env(folder: Path) -> Path:
     import torch
     subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True, timeout=300)
     python = folder / "bin" / "python"
-    pip = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    # --no-compile: no .pyc for every installed module now (torch's alone take most of an install's time); the
+    # kernel compiles what it imports, as a first import after any install does.
+    pip = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-compile"]
     steps = [[f"torch=={torch.__version__.split('+')[0]}"], ["-e", f"{ROOT}[notebooks]"]]
     for args in steps:
         r = subprocess.run(pip + args, capture_output=True, text=True, timeout=1800)
