@@ -2,9 +2,10 @@
 HTML by nbconvert with a local MathJax (Debian's libjs-mathjax), then loaded in headless Chromium. The cell
 options Quarto reads are applied as Quarto would (`#| echo: false` and `#| code-fold: true` hide the code,
 `#| output: false` the outputs). Asserts: equations typeset, no raw `$$`, plots present as images and no
-wider than the window, display equations within the text column, no page wider than the window, no cell
-shows an error. Screenshots of the first screens of the index and chapters 01, 02, 03, 06 and 09 go to
-test-artifacts/, with the overview figure of 09's toy run as a reader sees it at 800 px wide."""
+wider than the window, every picture a page links to loads, display equations within the text column, no
+page wider than the window, no cell shows an error. Screenshots of the first screens of the index and
+chapters 01, 02, 03, 06 and 09 go to test-artifacts/, with the overview figure of 09's toy run as a reader
+sees it at 800 px wide."""
 import re, shutil, subprocess, sys
 from pathlib import Path
 import pytest
@@ -73,6 +74,8 @@ def site(tmp_path_factory):
                        text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     proc = repo / "_proc"
+    # The pages' own pictures (markdown images such as the front page's run), where their relative links point.
+    shutil.copytree(repo / "nbs" / "images", repo / "html" / "images")
     exporter = HTMLExporter(template_name="lab", mathjax_url=f"file://{MATHJAX}?config=TeX-AMS_CHTML")
     hide = TagRemovePreprocessor(remove_input_tags={"remove_input"},
                                  remove_all_outputs_tags={"remove_output"})
@@ -168,6 +171,9 @@ def page_problems(page, info) -> list[str]:
         if widest > WIDTH: problems.append(f"a plot reaches {widest:.0f} px, past the {WIDTH} px window")
     if too_wide := page.evaluate(WIDE_EQUATIONS):
         problems.append(f"display equations past the text column (right edge, column's): {too_wide}")
+    broken = page.evaluate("() => [...document.images].filter(i => i.complete && i.naturalWidth === 0)"
+                           ".map(i => (i.getAttribute('src') || '').slice(0, 80))")
+    if broken: problems.append(f"images that do not load: {broken}")
     if (page_width := page.evaluate("() => document.documentElement.scrollWidth")) > WIDTH:
         problems.append(f"the page is {page_width} px wide, the window {WIDTH} px")
     return problems
