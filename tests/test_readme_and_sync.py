@@ -9,8 +9,8 @@ def test_readme_script_runs(tmp_path):
     text = (ROOT / "README.md").read_text()
     script = re.search(r"## In a script\s+```python\n(.*?)```", text, re.S).group(1)
     assert len(script.strip().splitlines()) <= 16 and "def exact(completions, answer, **kwargs)" in script
-    # The script as printed, cut to 20 GRPO steps: what it shows is the API; chapter 9 asserts that the toy learns
-    # over a whole run.
+    # The script as printed, cut to 20 GRPO steps: what it checks is the API, end to end. Whether GRPO learns the toy
+    # over a whole run is chapter 9's check, on the default recipe.
     assert script.count("max_steps=300") == 1
     (tmp_path / "s.py").write_text(script.replace("max_steps=300", "max_steps=20"))
     r = subprocess.run([sys.executable, "s.py"], cwd=tmp_path, capture_output=True, text=True, timeout=900)

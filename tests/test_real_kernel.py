@@ -39,8 +39,7 @@ def fresh_notebooks_env(folder: Path) -> Path:
     import torch
     subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True, timeout=300)
     python = folder / "bin" / "python"
-    # --no-compile: no .pyc for every installed module now (torch's alone take most of an install's time); the
-    # kernel compiles what it imports, as a first import after any install does.
+    # --no-compile skips pip's byte-compilation of every installed module: the kernel compiles what it imports.
     pip = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-compile"]
     steps = [[f"torch=={torch.__version__.split('+')[0]}"], ["-e", f"{ROOT}[notebooks]"]]
     for args in steps:
