@@ -16,7 +16,7 @@ from grpo_edu.config import GRPOConfig
 from grpo_edu.errors import GRPOEduError
 from grpo_edu.logprobs import per_token_logps
 from grpo_edu.memory import ALL_SHAPES, LORA_SHAPES, estimate_memory, lora_param_count, param_count
-from grpo_edu.policy import lora_config, quantization_config, use_adapter
+from grpo_edu.policy import lora_config, quantization_config
 from grpo_edu.toy import addition_dataset, toy_model, toy_tokenizer
 from grpo_edu.trainer import GRPOTrainer, RolloutBatch
 from test_faults import rows, same
@@ -118,7 +118,7 @@ def test_peft_or_bitsandbytes_missing_says_how(monkeypatch):
     real = importlib.util.find_spec
     for name, kw in [("peft", dict(use_peft=True)), ("bitsandbytes", dict(use_peft=True, load_in_4bit=True))]:
         monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a, gone=name: None if n == gone else real(n, *a))
-        with pytest.raises(GRPOEduError, match=f"pip install"):
+        with pytest.raises(GRPOEduError, match="pip install"):
             GRPOConfig(**kw).validate(offline=False)
 
 
@@ -404,7 +404,8 @@ def test_checkpoint_holds_the_adapters_and_the_training_state(lora_run):
     from grpo_edu.data import load_task
     from grpo_edu.toy import toy_policy
     seed, steps = (int(SMALL[SMALL.index(flag) + 1]) for flag in ("--seed", "--toy_warm_start_steps"))
-    base, _ = toy_policy(load_task("toy", "train"), seed, steps, 0.2)   # SMALL's warm start, recomputed
+    target = GRPOConfig.toy_warm_start_accuracy                          # SMALL leaves it at its default
+    base, _ = toy_policy(load_task("toy", "train"), seed, steps, target)  # SMALL's warm start, recomputed
     saved, own = read_safetensors(ck / "base_model"), base.state_dict()
     assert saved and all(torch.equal(saved[k], own[k]) for k in saved)
 
