@@ -102,23 +102,34 @@ def run_cli(*args, cwd=None, timeout=600, env=None):
                           cwd=cwd, timeout=timeout, env=e)
 
 
-def cli(*args, timeout=120):
-    """Run `grpo-edu ARGS` in this process: the console script's own `main()`, without a new interpreter's ~2 s of imports.
-    For input that must be refused (a refusal may come after a load: another model's checkpoint). An exception that
-    escapes `main()` (a traceback for the user) fails the test with that exception, and so does a run that goes on past
-    `timeout` s (input that was wrongly accepted); `run_cli` checks the real entry point."""
+def cli(*args, timeout=120, cwd=None, env=None):
+    """Run `grpo-edu ARGS` in this process: the console script's own `main()`, without a new interpreter's ~4 s of
+    imports. For input that must be refused (a refusal may come after a load: another model's checkpoint), and for
+    runs whose results a test compares; `run_cli` checks the real entry point, and what only a process shows (its exit
+    on a signal, its stdout as a pipe). `cwd` and `env` hold for the call only. An exception that escapes `main()` (a
+    traceback for the user) fails the test with that exception, and so does a run that goes on past `timeout` s."""
     import contextlib, io, signal
     from types import SimpleNamespace
     from grpo_edu.cli import main
     def too_long(*_): raise TimeoutError(f"grpo-edu {' '.join(map(str, args))} ran past {timeout} s: was the input accepted?")
     out, err = io.StringIO(), io.StringIO()
-    old = signal.signal(signal.SIGALRM, too_long); signal.alarm(timeout)
+    saved_env = {k: os.environ.get(k) for k in (env or {})}
+    here = os.getcwd()
+    old = signal.signal(signal.SIGALRM, too_long)
+    signal.alarm(timeout)
     try:
+        os.environ.update({k: str(v) for k, v in (env or {}).items()})
+        if cwd is not None: os.chdir(cwd)
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try: rc = main([str(a) for a in args])
             except SystemExit as e: rc = e.code if isinstance(e.code, int) else 1     # argparse's errors exit 2
     finally:
-        signal.alarm(0); signal.signal(signal.SIGALRM, old)
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+        os.chdir(here)
+        for k, v in saved_env.items():
+            if v is None: os.environ.pop(k, None)
+            else: os.environ[k] = v
     return SimpleNamespace(returncode=rc, stdout=out.getvalue(), stderr=err.getvalue())
 
 

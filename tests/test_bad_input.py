@@ -130,14 +130,14 @@ def test_paths_of_the_wrong_kind(tmp_path):
 
 def test_prompts_the_rollout_would_cut_are_named(tmp_path):
     "Prompts longer than max_prompt_length lose their start: one warning line before training, no traceback, exit 0."
-    r = run_cli("train", *FAST, "--max_prompt_length", "3", "--output_dir", tmp_path, timeout=300)
+    r = cli("train", *FAST, "--max_prompt_length", "3", "--output_dir", tmp_path, timeout=300)
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-2000:]
     assert "grpo-edu: warning: 512 of the first 512 prompts of train_dataset are longer than max_prompt_length=3" in r.stderr
 
 
 def test_new_run_over_an_old_one_is_refused(tmp_path):
     "A new run in a folder that holds a run's checkpoints is refused, the old run untouched; --overwrite_output_dir replaces it."
-    assert run_cli("train", *FAST, "--max_steps", "2", "--save_steps", "1", "--output_dir", tmp_path, timeout=300).returncode == 0
+    assert cli("train", *FAST, "--max_steps", "2", "--save_steps", "1", "--output_dir", tmp_path, timeout=300).returncode == 0
     before = {str(p): p.stat().st_mtime_ns for p in tmp_path.rglob("*") if p.is_file()}
     assert "checkpoint-2/trainer_state.pt" in {str(p.relative_to(tmp_path)) for p in tmp_path.rglob("trainer_state.pt")}
     r = cli("train", *FAST, "--output_dir", tmp_path)
@@ -146,7 +146,7 @@ def test_new_run_over_an_old_one_is_refused(tmp_path):
     assert {str(p): p.stat().st_mtime_ns for p in tmp_path.rglob("*") if p.is_file()} == before         # nothing touched
     r = cli("eval", "--model", tmp_path)                                 # the run's folder where its checkpoint goes
     assert r.returncode == 2 and "is a training run's folder" in r.stderr and f"--model={tmp_path / 'checkpoint-2'}" in r.stderr, r.stderr[-2000:]
-    r = run_cli("train", *FAST, "--output_dir", tmp_path, "--overwrite_output_dir", "true", timeout=300)
+    r = cli("train", *FAST, "--output_dir", tmp_path, "--overwrite_output_dir", "true", timeout=300)
     assert r.returncode == 0 and "deleted 2 checkpoint(s) of the previous run" in r.stdout, r.stderr[-2000:]
     assert sorted(p.name for p in tmp_path.glob("checkpoint-*")) == ["checkpoint-1"]                   # the new run's own
     assert [json.loads(l)["step"] for l in (tmp_path / "metrics.jsonl").read_text().splitlines()] == [1]
@@ -165,7 +165,7 @@ def test_reward_model_offline_error(tmp_path):
 def test_yaml_typed_values_are_checked(tmp_path):
     "YAML gives numbers and booleans their own types: a wrong one is named like a wrong command-line string."
     cfg = _write(tmp_path / "r.yaml", "max_steps: 2.5\n")
-    r = run_cli("train", "--config", cfg, "--output_dir", tmp_path, timeout=120)
+    r = cli("train", "--config", cfg, "--output_dir", tmp_path, timeout=120)
     assert r.returncode == 2 and "max_steps=2.5: expected an integer (the default is -1)" in r.stderr, r.stderr
 
 

@@ -42,7 +42,7 @@ def cut(f: Path, keep: float = 0.5) -> None:
 def run(tmp_path_factory):
     "A 6-step toy run with checkpoints at steps 2, 4 and 6."
     d = tmp_path_factory.mktemp("run")
-    r = run_cli("train", *RUN, "--save_steps", "2", "--save_total_limit", "3", "--output_dir", d)
+    r = cli("train", *RUN, "--save_steps", "2", "--save_total_limit", "3", "--output_dir", d)
     assert r.returncode == 0, r.stderr[-2000:]
     return d
 
@@ -83,7 +83,7 @@ def test_latest_skips_damaged_and_tampered_checkpoints(run, copy):
     (copy / "checkpoint-2" / MANIFEST).unlink()
     log = copy / "metrics.jsonl"
     log.write_text(log.read_text()[:-20])                              # a crash mid-write cut the last line
-    r = run_cli("train", *RUN, "--save_steps", "2", "--save_total_limit", "3", "--output_dir", copy,
+    r = cli("train", *RUN, "--save_steps", "2", "--save_total_limit", "3", "--output_dir", copy,
                 "--resume_from_checkpoint", "latest")
     assert r.returncode == 0, r.stderr[-3000:]
     said = r.stderr.replace("\n", " ")
@@ -99,7 +99,7 @@ def test_explicit_damaged_checkpoint_is_refused_naming_the_intact_one(copy):
     "An explicit path to a damaged checkpoint: one paragraph naming the file and the newest intact checkpoint, exit 2."
     ck = copy / "checkpoint-6"
     cut(ck / "model.safetensors")
-    r = run_cli("train", *RUN, "--output_dir", copy, "--resume_from_checkpoint", ck)
+    r = cli("train", *RUN, "--output_dir", copy, "--resume_from_checkpoint", ck)
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-3000:]
     assert "model.safetensors holds" in r.stderr and "(cut short)" in r.stderr and "nothing was loaded" in r.stderr
     assert f"newest intact checkpoint beside it instead: --resume_from_checkpoint {copy / 'checkpoint-4'}" in r.stderr
@@ -140,7 +140,7 @@ def test_state_that_would_run_code_never_runs(copy, tmp_path, reseal):
     assert control.exists()                                            # the payload is live
     ck = copy / "checkpoint-6"
     plant(ck, marker, reseal)
-    r = run_cli("train", *RUN, "--output_dir", copy, "--resume_from_checkpoint", ck)
+    r = cli("train", *RUN, "--output_dir", copy, "--resume_from_checkpoint", ck)
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-3000:]
     expected = "would call posix.system" if reseal else "trainer_state.pt holds"
     assert expected in r.stderr and f"--resume_from_checkpoint {copy / 'checkpoint-4'}" in r.stderr, r.stderr
@@ -200,7 +200,7 @@ def test_eval_on_a_damaged_checkpoint_is_refused(copy):
     "grpo-edu eval --model CKPT: the damaged file named, the newest intact checkpoint offered, exit 2, nothing loaded."
     ck = copy / "checkpoint-6"
     cut(ck / "model.safetensors", 0.9)
-    r = run_cli("eval", "--model", ck, "--dataset", "toy", "--max_samples", "8", "--max_new_tokens", "4")
+    r = cli("eval", "--model", ck, "--dataset", "toy", "--max_samples", "8", "--max_new_tokens", "4")
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-3000:]
     assert "model.safetensors holds" in r.stderr and f"--model={copy / 'checkpoint-4'}" in r.stderr, r.stderr
     (ck / MANIFEST).unlink()                                           # a folder without a manifest: by opening it

@@ -6,7 +6,7 @@ Needs deepspeed (`DS_BUILD_OPS=0 pip install --no-build-isolation deepspeed`; .c
 import importlib.util, json, shutil
 from pathlib import Path
 import pytest
-from conftest import SHORT_SCHEDULE, accelerate_env, assert_close_logged, assert_same_logged, run_cli, train_on_two
+from conftest import SHORT_SCHEDULE, accelerate_env, assert_close_logged, assert_same_logged, cli, train_on_two
 
 if importlib.util.find_spec("deepspeed") is None:   # (not imported here: only the launched processes use it)
     pytest.skip("deepspeed is not installed (DS_BUILD_OPS=0 pip install --no-build-isolation deepspeed)", allow_module_level=True)
@@ -54,8 +54,7 @@ def test_zero_trains_like_ddp(ddp, tmp_path, zero):
         _, resumed = assert_same_logged(out, part, (3, 4))
         assert sorted(resumed) == [3, 4]
         assert json.loads((part / "summary.json").read_text())["eval_after"] == summ[1]["eval_after"]
-        r = run_cli("train", *COMMON, "--output_dir", part, "--resume_from_checkpoint", part / "checkpoint-2",
-                    cwd=tmp_path, env={"OMP_NUM_THREADS": "1"})
+        r = cli("train", *COMMON, "--output_dir", part, "--resume_from_checkpoint", part / "checkpoint-2")
         assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-3000:]
         assert "saved with FSDP / DeepSpeed" in r.stderr and "--model_name_or_path" in r.stderr
 

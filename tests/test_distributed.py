@@ -18,12 +18,24 @@ def _run(cmd, tmp_path):
 # the mean of per-process token means (not the global token mean). dapo is the exact global token mean.
 # dapo+entropy: top_entropy_quantile's threshold is taken over every process's tokens (gathered), so it is the same.
 # dapo+adaptive: the entropy controller's step entropy is reduced over every process (its first step applies no bonus).
-@pytest.mark.parametrize("loss_type", ["grpo", "dapo", "dr_grpo", "dapo+entropy", "dapo+adaptive"])
-def test_two_processes_equal_one(tmp_path, loss_type):
-    _run([sys.executable, str(WORKER), str(tmp_path / "one.json"), loss_type], tmp_path)
+LOSS_TYPES = ["grpo", "dapo", "dr_grpo", "dapo+entropy", "dapo+adaptive"]
+
+
+@pytest.fixture(scope="module")
+def one_and_two(tmp_path_factory):
+    "Every loss type's update on one process and on two: one launch of each serves them all."
+    tmp = tmp_path_factory.mktemp("dist")
+    _run([sys.executable, str(WORKER), str(tmp / "one.json"), ",".join(LOSS_TYPES)], tmp)
     # two CPU processes with the gloo backend; ACCELERATE_USE_CPU makes accelerate use them (MULTI_CPU)
-    _run(torchrun(2) + [str(WORKER), str(tmp_path / "two.json"), loss_type], tmp_path)
-    one, two = (json.loads((tmp_path / f).read_text()) for f in ("one.json", "two.json"))
+    _run(torchrun(2) + [str(WORKER), str(tmp / "two.json"), ",".join(LOSS_TYPES)], tmp)
+    one, two = (json.loads((tmp / f).read_text()) for f in ("one.json", "two.json"))
+    assert len({one[name]["loss"] for name in LOSS_TYPES}) == 4    # each update took its own loss (adaptive's = dapo's)
+    return one, two
+
+
+@pytest.mark.parametrize("loss_type", LOSS_TYPES)
+def test_two_processes_equal_one(one_and_two, loss_type):
+    one, two = (run[loss_type] for run in one_and_two)
     for k in ("kl", "entropy", "entropy_coef", "last_world_entropy"): assert two[k] == pytest.approx(one[k], rel=1e-5), k
     if "adaptive" in loss_type:                                              # it measured the entropy and moved: +δ
         assert one["entropy_coef"] == pytest.approx(0.005) and one["last_world_entropy"] < 100

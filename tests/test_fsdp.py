@@ -5,7 +5,7 @@ a reference model, against plain DDP. See tests/fsdp_shim.py for how FSDP is tur
 import json, shutil
 from pathlib import Path
 import pytest
-from conftest import SHORT_SCHEDULE, accelerate_env, assert_close_logged, assert_same_logged, run_cli, train_on_two
+from conftest import SHORT_SCHEDULE, accelerate_env, assert_close_logged, assert_same_logged, cli, train_on_two
 
 SHIM = Path(__file__).with_name("fsdp_shim.py")
 # eval_max_samples: 65 + 64 rows; without padding the processes would run 2 and 1 eval batches.
@@ -41,8 +41,8 @@ def test_fsdp2_trains_saves_and_resumes_exactly(full, tmp_path):
     assert summ["full"]["eval_before"]["n"] == summ["full"]["eval_after"]["n"] == 129   # padding rows are not counted
     assert summ["part"]["eval_after"] == summ["full"]["eval_after"]
     # a sharded checkpoint cannot resume unsharded (its optimizer state is in shards): a clear error, exit 2
-    r = run_cli("train", *COMMON, "--output_dir", tmp_path / "part", "--resume_from_checkpoint",
-                tmp_path / "part" / "checkpoint-2", cwd=tmp_path, env={"OMP_NUM_THREADS": "1"})
+    r = cli("train", *COMMON, "--output_dir", tmp_path / "part", "--resume_from_checkpoint",
+            tmp_path / "part" / "checkpoint-2")
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-3000:]
     assert "saved with FSDP / DeepSpeed" in r.stderr and "--model_name_or_path" in r.stderr
 

@@ -385,7 +385,7 @@ def test_trainer_rollouts_use_the_static_engine_with_adapters():
 def lora_run(tmp_path_factory):
     "A toy run with LoRA through the command line: 6 steps, checkpoints at 3 and 6."
     d = tmp_path_factory.mktemp("lora-run")
-    r = run_cli("train", *SMALL, *LORA, "--save_steps", "3", "--output_dir", d)
+    r = cli("train", *SMALL, *LORA, "--save_steps", "3", "--output_dir", d)
     assert r.returncode == 0, r.stderr[-3000:]
     return d
 
@@ -413,7 +413,7 @@ def test_checkpoint_holds_the_adapters_and_the_training_state(lora_run):
 @pytest.mark.e2e
 def test_resume_continues_exactly(lora_run, tmp_path):
     "Resumed from checkpoint-3, steps 4-6 log what the uninterrupted run logged (adapters, AdamW, schedule, RNG)."
-    r = run_cli("train", *SMALL, *LORA, "--output_dir", tmp_path, "--resume_from_checkpoint", lora_run / "checkpoint-3")
+    r = cli("train", *SMALL, *LORA, "--output_dir", tmp_path, "--resume_from_checkpoint", lora_run / "checkpoint-3")
     assert r.returncode == 0, r.stderr[-3000:]
     assert [x["step"] for x in rows(tmp_path)] == [4, 5, 6]
     same(rows(tmp_path), rows(lora_run)[3:])
@@ -446,12 +446,12 @@ def test_eval_and_merge_a_lora_checkpoint(lora_run, tmp_path):
     folder with the same logits and the same greedy pass@1."""
     ck = lora_run / "checkpoint-6"
     common = ["--dataset", "toy", "--max_samples", "40", "--max_new_tokens", "6", "--batch_size", "20"]
-    r = run_cli("eval", "--model", ck, *common, "--output", tmp_path / "lora.json")
+    r = cli("eval", "--model", ck, *common, "--output", tmp_path / "lora.json")
     assert r.returncode == 0, r.stderr[-2000:]
-    r = run_cli("merge", ck, "--output", tmp_path / "merged")
+    r = cli("merge", ck, "--output", tmp_path / "merged")
     assert r.returncode == 0, r.stderr[-2000:]
     assert (tmp_path / "merged" / "config.json").exists() and not (tmp_path / "merged" / "adapter_config.json").exists()
-    r = run_cli("eval", "--model", tmp_path / "merged", *common, "--output", tmp_path / "merged.json")
+    r = cli("eval", "--model", tmp_path / "merged", *common, "--output", tmp_path / "merged.json")
     assert r.returncode == 0, r.stderr[-2000:]
     a, b = (json.loads((tmp_path / f).read_text()) for f in ("lora.json", "merged.json"))
     assert a["pass@1"] == b["pass@1"] and a["n"] == 40
@@ -472,7 +472,7 @@ def test_an_adapter_folder_trains_its_adapters_further(lora_run, tmp_path):
     r = cli("train", *SMALL, "--model_name_or_path", lora_run / "checkpoint-6", "--use_peft", "true",
             "--output_dir", tmp_path)
     assert r.returncode == 2 and "already has adapters" in r.stderr, r.stderr
-    r = run_cli("train", *SMALL, "--max_steps", "2", "--model_name_or_path", lora_run / "checkpoint-6",
+    r = cli("train", *SMALL, "--max_steps", "2", "--model_name_or_path", lora_run / "checkpoint-6",
                 "--learning_rate", "1e-3", "--output_dir", tmp_path)
     assert r.returncode == 0, r.stderr[-3000:]
     assert (tmp_path / "checkpoint-2" / "adapter_model.safetensors").exists()
