@@ -27,9 +27,9 @@ __all__ = ['MAX_YAML_NODES', 'TRAIN_ABOUT', 'EVAL_ABOUT', 'EVAL_RANGES', 'MEMORY
            'USAGE', 'HELP', 'positive', 'field_reader', 'FieldHelp', 'FieldParser',
            'config_parser', 'read_yaml', 'read_recipe', 'load_config', 'recipe_path',
            'parse_config', 'toy_settings', 'toy_recipe_note', 'trainer_from_config',
-           'train_parser', 'print_summary', 'cmd_train', 'EvalArguments', 'check_output_file',
-           'run_settings', 'with_run_task', 'cmd_eval', 'OptionsHelp', 'lora_note', 'cmd_memory',
-           'cmd_merge', 'cmd_bench', 'cmd_plot', 'cmd_recipes', 'main']
+           'train_parser', 'print_summary', 'leave_without_teardown', 'cmd_train', 'EvalArguments',
+           'check_output_file', 'run_settings', 'with_run_task', 'cmd_eval', 'OptionsHelp',
+           'lora_note', 'cmd_memory', 'cmd_merge', 'cmd_bench', 'cmd_plot', 'cmd_recipes', 'main']
 
 # %% ../nbs/api/18_cli.ipynb #6fb02c59
 import argparse, math, os, re, sys, tempfile, typing, warnings
@@ -356,6 +356,18 @@ def print_summary(summary: dict, output_dir: str) -> None:
     print(f"[grpo-edu] plots:   {', '.join(summary.get('plots', []))}")
     print(f"[grpo-edu] model:   {summary['checkpoint']}")
 
+# %% ../nbs/api/18_cli.ipynb #ca061f87
+def leave_without_teardown(
+    status: int,  # the process's exit status
+) -> None:
+    "End a finished process of a multi-process run now: stdout and stderr flushed, no interpreter teardown."
+    # Even after destroy_process_group, the interpreter's teardown can abort (SIGABRT, "terminate
+    # called without an active exception") a run whose files are all written and closed, as gloo's
+    # threads are torn down with it: the kind of race pytorch/pytorch#179291 describes.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
+
 # %% ../nbs/api/18_cli.ipynb #2f1fbb8a
 def cmd_train(argv: list[str]) -> int:
     "grpo-edu train [--config FILE.yaml] [--field value ...]"
@@ -368,13 +380,16 @@ def cmd_train(argv: list[str]) -> int:
     args = parse_config(argv, base=None if recipe else TOY_RECIPE)
     trainer = trainer_from_config(args, toy_recipe=recipe is None)
     summary = trainer.train()
-    trainer.accelerator.wait_for_everyone()            # every process leaves together, cleanly
-    trainer.accelerator.end_training()
-    if not trainer.accelerator.is_main_process: return 0
-    # 130 after Ctrl-C, 143 after SIGTERM
-    if summary.get("interrupted"): return summary["exit_status"]
-    print_summary(summary, args.output_dir)
-    return 0
+    acc = trainer.accelerator
+    acc.wait_for_everyone()                            # every process leaves together, cleanly
+    acc.end_training()
+    status = 0
+    if acc.is_main_process and summary.get("interrupted"):
+        status = summary["exit_status"]                # 130 after Ctrl-C, 143 after SIGTERM
+    elif acc.is_main_process:
+        print_summary(summary, args.output_dir)
+    if acc.num_processes > 1: leave_without_teardown(status)
+    return status
 
 # %% ../nbs/api/18_cli.ipynb #a7af51c3
 @dataclass
