@@ -360,10 +360,13 @@ def print_summary(summary: dict, output_dir: str) -> None:
 def leave_without_teardown(
     status: int,  # the process's exit status
 ) -> None:
-    "End a finished process of a multi-process run now: stdout and stderr flushed, no interpreter teardown."
+    "End a finished process of a multi-process run now: tool workers stopped, stdio flushed, no teardown."
     # Even after destroy_process_group, the interpreter's teardown can abort (SIGABRT, "terminate
     # called without an active exception") a run whose files are all written and closed, as gloo's
-    # threads are torn down with it: the kind of race pytorch/pytorch#179291 describes.
+    # threads are torn down with it: the kind of race pytorch/pytorch#179291 describes. The one
+    # exit hook that matters, stopping the tool workers and what they started, runs here instead.
+    from grpo_edu.usercode import close_tool_pools
+    close_tool_pools()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(status)

@@ -102,16 +102,24 @@ def run_cli(*args, cwd=None, timeout=600, env=None):
                           cwd=cwd, timeout=timeout, env=e)
 
 
-def cli(*args, timeout=120, cwd=None, env=None):
+class RanTooLong(BaseException):
+    "Raised by `cli`'s alarm: a BaseException, so that no `except Exception` in the library can take it for its own."
+
+
+def cli(*args, timeout=600, cwd=None, env=None):
     """Run `grpo-edu ARGS` in this process: the console script's own `main()`, without a new interpreter's ~4 s of
     imports. For input that must be refused (a refusal may come after a load: another model's checkpoint), and for
     runs whose results a test compares; `run_cli` checks the real entry point, and what only a process shows (its exit
-    on a signal, its stdout as a pipe). `cwd` and `env` hold for the call only. An exception that escapes `main()` (a
-    traceback for the user) fails the test with that exception, and so does a run that goes on past `timeout` s."""
+    on a signal, its stdout as a pipe, output written below Python). `cwd` and `env` hold for the call only (a library
+    that reads a variable when it is imported does not see it: such tests use `run_cli`). An exception that escapes
+    `main()` (a traceback for the user) fails the test with that exception, and so does a run that goes on past
+    `timeout` s, or one that would end the test's process as a multi-process run ends its own."""
     import contextlib, io, signal
     from types import SimpleNamespace
+    from unittest import mock
     from grpo_edu.cli import main
-    def too_long(*_): raise TimeoutError(f"grpo-edu {' '.join(map(str, args))} ran past {timeout} s: was the input accepted?")
+    def too_long(*_): raise RanTooLong(f"grpo-edu {' '.join(map(str, args))} ran past {timeout} s: was the input accepted?")
+    def would_exit(status): raise AssertionError(f"grpo-edu {' '.join(map(str, args))} ran on several processes here")
     out, err = io.StringIO(), io.StringIO()
     saved_env = {k: os.environ.get(k) for k in (env or {})}
     here = os.getcwd()
@@ -120,7 +128,8 @@ def cli(*args, timeout=120, cwd=None, env=None):
     try:
         os.environ.update({k: str(v) for k, v in (env or {}).items()})
         if cwd is not None: os.chdir(cwd)
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), \
+                mock.patch("grpo_edu.cli.leave_without_teardown", would_exit):
             try: rc = main([str(a) for a in args])
             except SystemExit as e: rc = e.code if isinstance(e.code, int) else 1     # argparse's errors exit 2
     finally:

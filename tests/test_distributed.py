@@ -29,7 +29,9 @@ def one_and_two(tmp_path_factory):
     # two CPU processes with the gloo backend; ACCELERATE_USE_CPU makes accelerate use them (MULTI_CPU)
     _run(torchrun(2) + [str(WORKER), str(tmp / "two.json"), ",".join(LOSS_TYPES)], tmp)
     one, two = (json.loads((tmp / f).read_text()) for f in ("one.json", "two.json"))
-    assert len({one[name]["loss"] for name in LOSS_TYPES}) == 4    # each update took its own loss (adaptive's = dapo's)
+    for run in (one, two):                                  # each update took its own loss (adaptive's = dapo's)
+        assert len({run[name]["loss"] for name in LOSS_TYPES}) == 4
+        assert all(run[name]["grads"] for name in LOSS_TYPES)     # and its gradients were captured
     return one, two
 
 
@@ -88,5 +90,6 @@ def test_a_signal_to_one_process_stops_every_process(tmp_path):
             except ProcessLookupError: pass
         pytest.fail("the processes did not stop together: the run hung after a signal to one process")
     assert "interrupted (SIGINT): saved" in stdout, stdout[-2000:] + stderr[-3000:]
+    assert p.returncode != 0 and "exitcode: 130) local_rank: 0" in stderr, stderr[-3000:]   # Ctrl-C's status, from process 0
     last = json.loads((out / "metrics.jsonl").read_text().splitlines()[-1])["step"]
     assert load_trainer_state(latest_checkpoint(out))["step"] == last < 400

@@ -2,7 +2,7 @@
 import json, os, re, signal, subprocess, sys, textwrap, time, warnings
 from pathlib import Path
 import pytest
-from conftest import cli
+from conftest import cli, run_cli
 from grpo_edu.checkpoint import latest_checkpoint, load_trainer_state, write_manifest
 
 SMALL = ["--max_steps", "6", "--toy_warm_start_steps", "200", "--per_device_train_batch_size", "32", "--eval_dataset", "none",
@@ -31,9 +31,11 @@ def uninterrupted(tmp_path_factory):
 
 def test_kept_warm_start_gives_the_same_run(uninterrupted, tmp_path):
     """A toy run whose warm start is loaded from GRPO_EDU_CACHE logs the same metrics as the run that computed and kept it,
-    and both log what the module's uninterrupted run (same seed) logged: CPU runs are deterministic."""
+    in another process, and both log what the module's uninterrupted run (same seed) logged: CPU runs are deterministic
+    across processes. The computing run gets this process's thread count, which the warm start's cache key holds."""
+    import torch
     env, out = {"GRPO_EDU_CACHE": str(tmp_path / "cache")}, lambda name: ["--output_dir", tmp_path / name]
-    a = cli("train", *SMALL, *out("a"), env=env)
+    a = run_cli("train", *SMALL, *out("a"), env={**env, "OMP_NUM_THREADS": str(torch.get_num_threads())})
     assert a.returncode == 0, a.stderr[-2000:]
     assert "toy warm start: " in a.stdout and "kept from an earlier run" not in a.stdout, a.stdout
     kept = list((tmp_path / "cache").glob("toy-warm-start-*.pt"))
