@@ -389,8 +389,7 @@ def cmd_train(argv: list[str]) -> int:
     status = 0
     if acc.is_main_process and summary.get("interrupted"):
         status = summary["exit_status"]                # 130 after Ctrl-C, 143 after SIGTERM
-    elif acc.is_main_process:
-        print_summary(summary, args.output_dir)
+    elif acc.is_main_process: print_summary(summary, args.output_dir)
     if acc.num_processes > 1: leave_without_teardown(status)
     return status
 

@@ -6,6 +6,7 @@ process start serves every loss type: each gets a fresh model and trainer, so th
 import json, os, sys
 import torch
 from datasets import Dataset
+from grpo_edu.cli import leave_without_teardown
 from grpo_edu.config import GRPOConfig
 from grpo_edu.toy import toy_model, toy_tokenizer
 from grpo_edu.trainer import GRPOTrainer, RolloutBatch
@@ -63,6 +64,4 @@ if int(os.environ.get("RANK", 0)) == 0: json.dump(results, open(out_path, "w"))
 if torch.distributed.is_initialized():
     torch.distributed.barrier()
     torch.distributed.destroy_process_group()                 # a clean gloo shutdown on every rank
-sys.stdout.flush()
-sys.stderr.flush()
-os._exit(0)   # skip interpreter teardown: gloo's background threads can abort it (SIGABRT) after the work is done
+leave_without_teardown(0)   # as `grpo-edu train` leaves a multi-process run: gloo's threads can abort the teardown
