@@ -161,9 +161,27 @@ def _answer_batch(tokenizer, prompts: list, answers: list) -> tuple:
     return input_ids, torch.tensor([pad(row, -100) for row in labels])           # (B, T)
 
 # %% ../nbs/api/07_toy.ipynb #ff2b9f85
+def _backward(model, parts) -> float:
+    "Backpropagate one batch's loss and return it: one mean over the tokens of every part."
+    if isinstance(parts, dict):
+        loss = model(**parts).loss
+        loss.backward()
+        return loss.item()
+    # Length buckets: each bucket's summed token loss over the whole batch's count of predicted
+    # tokens (a causal LM predicts labels[:, 1:]), so that together they make the one mean.
+    n_tokens = torch.tensor(sum(int((p["labels"][:, 1:] != -100).sum()) for p in parts))
+    total = 0.0
+    for p in parts:
+        loss = model(**p, num_items_in_batch=n_tokens).loss
+        loss.backward()
+        total += loss.item()
+    return total
+
 def supervised_steps(
     model,
-    batch,              # a list of row indices -> the model's keyword arguments (ids, mask, labels)
+    # a list of row indices -> the model's keyword arguments (ids, mask, labels), or a list of
+    # them: length buckets, padded each to its own width, whose tokens make one mean
+    batch,
     n_rows: int,        # the rows drawn from: indices 0 .. n_rows - 1
     phase: str,         # the progress bar's name
     steps: int = 300,   # at most this many optimizer steps
@@ -183,12 +201,10 @@ def supervised_steps(
     model.train()
     for step in bar:
         rows = torch.randint(n_rows, (batch_size,), generator=generator).tolist()
-        loss = model(**batch(rows)).loss
         optimizer.zero_grad()
-        loss.backward()
+        losses.append(_backward(model, batch(rows)))
         optimizer.step()
         schedule.step()
-        losses.append(loss.item())
         bar.set_postfix(loss=f"{losses[-1]:.3f}", refresh=False)
         if stop is not None and stop(step): break
     bar.close()

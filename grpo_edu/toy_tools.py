@@ -193,13 +193,15 @@ def tool_warm_start(
     rng = random.Random(seed)
     use_tool = [rng.random() < tool_fraction for _ in range(len(dataset))]
     cache = {}   # row -> its ids and mask: a row drawn again is not templated again
-    def batch(picked: list) -> dict:
+    def batch(picked: list) -> list[dict]:
         for i in picked:
             if i in cache: continue
             messages = worked_conversation(dataset[i]["prompt"], dataset[i]["answer"], use_tool[i])
             cache[i] = conversation_ids(tokenizer, messages, [multiply])
-        ids, attention, labels = _sft_batch([cache[i] for i in picked], tokenizer.pad_token_id)
-        return dict(input_ids=ids, attention_mask=attention, labels=labels)
+        # Two length buckets: a direct answer is under a third as long as a call with its result.
+        buckets = ([cache[i] for i in picked if use_tool[i] == called] for called in (False, True))
+        return [dict(zip(("input_ids", "attention_mask", "labels"),
+                         _sft_batch(rows, tokenizer.pad_token_id))) for rows in buckets if rows]
     return supervised_steps(model, batch, len(dataset), "supervised tool warm start", steps=steps,
                             batch_size=batch_size, lr=lr, seed=seed)
 
