@@ -19,15 +19,17 @@ __all__ = ['TRACKER_BUILDERS', 'PLOTS', 'AXES', 'TRAINING', 'TRAINING_LABELS', '
            'logged_means', 'window_means', 'append_completions', 'completion_samples', 'add_sums',
            'masked_sum', 'reduce_means', 'gather_values', 'check_metrics', 'png_name',
            'metric_curve', 'y_limits', 'held_out_points', 'moving_average', 'run_figures',
-           'plot_note', 'plot_metrics', 'read_run', 'eval_accuracies', 'plot_run', 'save_config',
-           'read_config', 'run_labels', 'run_style', 'legend_layout', 'compare_runs',
-           'HealthMonitor', 'eval_metrics', 'RunLog']
+           'plot_note', 'save_png', 'plot_metrics', 'read_run', 'eval_accuracies', 'plot_run',
+           'save_config', 'read_config', 'run_labels', 'run_style', 'legend_layout',
+           'compare_runs', 'HealthMonitor', 'eval_metrics', 'RunLog']
 
 # %% ../nbs/api/14_monitor.ipynb #b5e2c7a4
 import dataclasses, json, math, os, textwrap, warnings
 from pathlib import Path
 import torch
 import yaml
+import matplotlib.image
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from tqdm.auto import tqdm
 from .advantages import nanstd
@@ -498,6 +500,13 @@ def _figure_legend(fig, always: bool = False, caption: str = "", **kw) -> None:
     if caption: kw.update(title=textwrap.fill(caption, 110), title_fontsize=10, alignment="left")
     fig.legend(list(handles.values()), list(handles), fontsize=10, frameon=False, **kw)
 
+# %% ../nbs/api/14_monitor.ipynb #4efc33fd
+def save_png(fig: Figure, path) -> None:
+    "Write `fig` to `path` as a PNG, laid out and drawn once (`savefig` does each twice)."
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()                                     # constrained layout, then the pixels
+    matplotlib.image.imsave(path, canvas.buffer_rgba(), format="png", dpi=fig.dpi)
+
 # %% ../nbs/api/14_monitor.ipynb #fbc4347f
 def plot_metrics(
     rows: list[dict],          # metrics.jsonl rows
@@ -516,7 +525,7 @@ def plot_metrics(
         if png_name(name) not in figures:
             # an earlier run's curve would pass for this one's
             (out / png_name(name)).unlink(missing_ok=True)
-    for name, fig in figures.items(): fig.savefig(out / name)
+    for name, fig in figures.items(): save_png(fig, out / name)
     return [out / name for name in figures]
 
 # %% ../nbs/api/14_monitor.ipynb #6342b69b
