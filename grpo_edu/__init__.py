@@ -4,6 +4,7 @@ Modules:
 
 - `grpo_edu.advantages`: GRPO's baseline is the group: Â_i = (r_i − mean(r)) / (std(r) + ε).
 - `grpo_edu.bench`: grpo_edu, with and without its speed work, and TRL's trainer on one GPU.
+- `grpo_edu.calculators`: Multiply and a safe calculator: standard library only, so tool workers start fast.
 - `grpo_edu.checkpoint`: Atomic checkpoints (a temp folder renamed), and exact resume.
 - `grpo_edu.cli`: The grpo-edu command: bad input is one paragraph and exit status 2.
 - `grpo_edu.config`: GRPOConfig: every knob of a run, with TRL's names, and its validation.

@@ -22,19 +22,19 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/toy_tools.html.md"""
 
 # %% auto #0
 __all__ = ['TOOL_TOKENS', 'CALL_CHARS', 'TOOL_CHARS', 'TOY_TOOL_TEMPLATE', 'TOY_RESPONSE_TEMPLATE',
-           'has_call_parser', 'check_call_parser', 'toy_tool_tokenizer', 'multiply',
-           'multiplication_dataset', 'factors', 'worked_conversation', 'ConversationIds',
-           'conversation_ids', 'tool_warm_start', 'toy_tool_policy', 'tool_evaluation',
-           'calculator']
+           'has_call_parser', 'check_call_parser', 'toy_tool_tokenizer', 'multiplication_dataset',
+           'factors', 'worked_conversation', 'ConversationIds', 'conversation_ids',
+           'tool_warm_start', 'toy_tool_policy', 'tool_evaluation', 'multiply', 'calculator']
 
 # %% ../nbs/api/07b_toy_tools.ipynb #75955f65
-import ast, operator, os, random
+import os, random
 from typing import NamedTuple
 import torch
 from datasets import Dataset
 from tokenizers import Tokenizer, decoders, models
 import transformers
 from transformers import PreTrainedTokenizerFast
+from .calculators import calculator, multiply
 from .errors import GRPOEduError
 from .evaluation import evaluate_tool_dataset, wilson_interval
 from .tools import tool_schemas
@@ -112,14 +112,7 @@ def toy_tool_tokenizer() -> PreTrainedTokenizerFast:
     return tokenizer
 
 # %% ../nbs/api/07b_toy_tools.ipynb #4d05ff58
-def multiply(a: int, b: int) -> int:
-    """Multiply two integers.
-
-    Args:
-        a: the first factor
-        b: the second factor
-    """
-    return a * b
+_all_ = ["multiply", "calculator"]  # the tools, re-exported from calculators
 
 # %% ../nbs/api/07b_toy_tools.ipynb #476ee9e9
 def multiplication_dataset(
@@ -236,30 +229,3 @@ def tool_evaluation(
     n, rate = result["n"], result["tool_call_rate"]
     return {"n": n, "accuracy": result["pass@1"], "accuracy_ci95": tuple(result["ci95"]),
             "call_rate": rate, "call_rate_ci95": wilson_interval(round(rate * n), n)}
-
-# %% ../nbs/api/07b_toy_tools.ipynb #5c8a0c09
-_ARITHMETIC = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
-               ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod,
-               ast.Pow: operator.pow, ast.USub: operator.neg, ast.UAdd: operator.pos}
-
-def _arithmetic(node) -> float:
-    "The value of an arithmetic syntax tree: numbers, + - * / // % ** and parentheses only."
-    op = _ARITHMETIC.get(type(getattr(node, "op", None)))
-    if isinstance(node, ast.Constant) and type(node.value) in (int, float): return node.value
-    if isinstance(node, ast.UnaryOp) and op: return op(_arithmetic(node.operand))
-    if isinstance(node, ast.BinOp) and op:
-        left, right = _arithmetic(node.left), _arithmetic(node.right)
-        if isinstance(node.op, ast.Pow) and abs(right) > 100:
-            raise ValueError("an exponent above 100")
-        return op(left, right)
-    raise ValueError(f"only numbers and + - * / // % ** are allowed, not {ast.unparse(node)!r}")
-
-def calculator(expression: str) -> str:
-    """Evaluate an arithmetic expression, e.g. (48 + 24) * 3 / 4.
-
-    Args:
-        expression: numbers with + - * / // % ** and parentheses
-    """
-    if len(expression) > 200: raise ValueError("an expression of at most 200 characters")
-    value = _arithmetic(ast.parse(expression.replace(",", ""), mode="eval").body)
-    return str(int(value) if float(value).is_integer() else round(value, 6))
