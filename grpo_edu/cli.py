@@ -283,13 +283,14 @@ def trainer_from_config(
     toy_recipe: bool = False,   # the run had no --config: say which toy settings another model gets
 ) -> "GRPOTrainer":
     "Build the model, datasets and trainer a GRPOConfig describes (validating it before loading)."
-    # Imported here: `grpo-edu --help` and bad flags answer before torch and transformers load.
+    args.validate()
+    # Imported here, after validation: `grpo-edu --help`, bad flags and a refused config answer in
+    # about a second, before torch, transformers and peft load (a few seconds more).
     from grpo_edu.data import check_prompt_dataset, task_datasets
     from grpo_edu.policy import check_target_modules, lora_config
     from grpo_edu.rewards import check_reward_columns, load_reward_funcs
     from grpo_edu.toy import check_toy_options, toy_model, toy_policy, toy_tokenizer
     from grpo_edu.trainer import GRPOTrainer
-    args.validate()
     note = toy_recipe_note(args) if toy_recipe else ""   # after validation: a refused run has none
     if note and os.environ.get("RANK", "0") == "0": print(note, file=sys.stderr)
     toy = args.model_name_or_path == "toy"
