@@ -4,7 +4,7 @@ from conftest import cli, run_cli
 
 
 def test_bench_smoke(shared, tmp_path):
-    r = run_cli("bench", "--shapes", "tiny", "--steps", "1", "--max_completion_length", "16", "--data_dir", shared,
+    r = run_cli("bench", "--shapes", "tiny", "--steps", "1", "--max_completion_length", "8", "--data_dir", shared,
                 "--per_device_train_batch_size", "8", "--gradient_accumulation_steps", "1",
                 "--ours", "rollout_release_memory=true", "--out_dir", tmp_path, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
