@@ -43,6 +43,9 @@ def _arithmetic(node) -> float:
         left, right = _arithmetic(node.left), _arithmetic(node.right)
         if isinstance(node.op, ast.Pow) and abs(right) > 100:
             raise ValueError("an exponent above 100")
+        # ((10**100)**100)**100 would take gigabytes: a power's result stays under 10,000 bits
+        if isinstance(node.op, ast.Pow) and abs(int(left)).bit_length() * abs(right) > 10_000:
+            raise ValueError("a power of more than 10,000 bits")
         return op(left, right)
     raise ValueError(f"only numbers and + - * / // % ** are allowed, not {ast.unparse(node)!r}")
 
