@@ -44,7 +44,6 @@ def test_saved_outputs_hold_no_progress_bar_updates():
                 assert not (out.get("output_type") == "stream" and "\r" in out.text), f"{path.name}: run scripts/collapse-progress.py"
 
 
-
 def test_saved_outputs_name_no_installation_or_home_folder():
     """Saved outputs are what a docs reader sees: no warning that names where Python packages are installed
     (site-packages) or whose home folder ran the notebook. Temporary run folders (/tmp/...) may appear."""
@@ -57,6 +56,7 @@ def test_saved_outputs_name_no_installation_or_home_folder():
                                                  if k.startswith("text/") and isinstance(v, str)]
                 found = [m.group() for t in texts for m in local.finditer(t)]
                 assert not found, f"{path.name}: a saved output names {found[0]!r}; drop that output"
+
 
 def test_readme_cpu_figures_are_the_records():
     "The CPU measurements the README quotes are those of the records it names, rounded as printed."
