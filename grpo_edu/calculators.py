@@ -34,6 +34,15 @@ _ARITHMETIC = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.
                ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod,
                ast.Pow: operator.pow, ast.USub: operator.neg, ast.UAdd: operator.pos}
 
+def _check_power(base, exponent) -> None:
+    "Refuse a power too large to compute: an exponent above 100, an integer result over 1,000 bits."
+    if abs(exponent) > 100: raise ValueError("an exponent above 100")
+    # Integer powers nest without end (10**100 raised to 100 five times over is 4 GB); a float
+    # power overflows with an error instead, so only integer ones need the bound.
+    whole = isinstance(base, int) and isinstance(exponent, int) and exponent > 0
+    if whole and base.bit_length() * exponent > 1_000:
+        raise ValueError("an integer power of more than 1,000 bits")
+
 def _arithmetic(node) -> float:
     "The value of an arithmetic syntax tree: numbers, + - * / // % ** and parentheses only."
     op = _ARITHMETIC.get(type(getattr(node, "op", None)))
@@ -41,13 +50,7 @@ def _arithmetic(node) -> float:
     if isinstance(node, ast.UnaryOp) and op: return op(_arithmetic(node.operand))
     if isinstance(node, ast.BinOp) and op:
         left, right = _arithmetic(node.left), _arithmetic(node.right)
-        if isinstance(node.op, ast.Pow) and abs(right) > 100:
-            raise ValueError("an exponent above 100")
-        # Integer powers nest without end (10**100 raised to 100 five times over is 4 GB), so an
-        # integer power stays under 1,000 bits; a float power overflows with an error instead.
-        whole = isinstance(left, int) and isinstance(right, int) and right > 0
-        if isinstance(node.op, ast.Pow) and whole and left.bit_length() * right > 1_000:
-            raise ValueError("an integer power of more than 1,000 bits")
+        if isinstance(node.op, ast.Pow): _check_power(left, right)
         return op(left, right)
     raise ValueError(f"only numbers and + - * / // % ** are allowed, not {ast.unparse(node)!r}")
 

@@ -35,27 +35,31 @@ def test_library_matches_notebooks(tmp_path):
     assert sorted(p.name for p in (tmp_path / "grpo_edu").glob("*.py")) == sorted(p.name for p in (ROOT / "grpo_edu").glob("*.py"))
 
 
-def test_saved_outputs_hold_no_progress_bar_updates():
-    "Saved outputs keep each progress bar's last line, not every carriage-return update (scripts/collapse-progress.py)."
+def saved_outputs():
+    "(notebook path, output) for every saved output of every notebook in nbs/."
     import nbformat
     for path in sorted((ROOT / "nbs").rglob("*.ipynb")):
         for cell in nbformat.read(path, as_version=4).cells:
             for out in cell.get("outputs", []):
-                assert not (out.get("output_type") == "stream" and "\r" in out.text), f"{path.name}: run scripts/collapse-progress.py"
+                yield path, out
+
+
+def test_saved_outputs_hold_no_progress_bar_updates():
+    "Saved outputs keep each progress bar's last line, not every carriage-return update (scripts/collapse-progress.py)."
+    for path, out in saved_outputs():
+        assert not (out.get("output_type") == "stream" and "\r" in out.text), f"{path.name}: run scripts/collapse-progress.py"
 
 
 def test_saved_outputs_name_no_installation_or_home_folder():
     """Saved outputs are what a docs reader sees: no warning that names where Python packages are installed
     (site-packages) or whose home folder ran the notebook. Temporary run folders (/tmp/...) may appear."""
-    import nbformat, re
+    import re
     local = re.compile(r"site-packages|/root/|/home/[^/\s]+/|/Users/[^/\s]+/")
-    for path in sorted((ROOT / "nbs").rglob("*.ipynb")):
-        for cell in nbformat.read(path, as_version=4).cells:
-            for out in cell.get("outputs", []):
-                texts = [out.get("text", "")] + [v for k, v in out.get("data", {}).items()
-                                                 if k.startswith("text/") and isinstance(v, str)]
-                found = [m.group() for t in texts for m in local.finditer(t)]
-                assert not found, f"{path.name}: a saved output names {found[0]!r}; drop that output"
+    for path, out in saved_outputs():
+        texts = [out.get("text", "")] + [v for k, v in out.get("data", {}).items()
+                                         if k.startswith("text/") and isinstance(v, str)]
+        found = [m.group() for t in texts for m in local.finditer(t)]
+        assert not found, f"{path.name}: a saved output names {found[0]!r}; drop that output"
 
 
 def test_readme_cpu_figures_are_the_records():
