@@ -110,3 +110,14 @@ def test_every_public_function_says_what_it_returns():
             public = isinstance(node, ast.FunctionDef) and not node.name.startswith("_")
             if public and node.returns is None and not node.decorator_list: missing.append(f"{p.stem}.{node.name}")
     assert not missing, f"give these a return type: {missing}"
+
+
+def test_the_e2e_tier_names_files_and_tests_that_exist():
+    "conftest's E2E list (the whole-program runs, `-m e2e`) names test files and tests that exist."
+    from conftest import E2E
+    tests = REPO / "tests"
+    files = {p.name for p in tests.glob("test_*.py")}
+    for entry in E2E:
+        file, _, test = entry.partition("::")
+        assert file in files, entry
+        if test: assert re.search(rf"^def {test}\(", (tests / file).read_text(), re.M), entry
