@@ -33,14 +33,44 @@ Modules:
 
 __version__ = "0.1.0"
 
+import importlib.machinery as _machinery
 import logging as _logging
+import sys as _sys
 
 # Where peft is installed, importing transformers' trainer utilities imports it, and it imports
-# bitsandbytes; on a CPU with AVX512-BF16, bitsandbytes then logs that an optional 4-bit CPU kernel
-# could not be fetched. grpo_edu never runs a 4-bit matmul on a CPU, so that one notice is dropped;
-# every other bitsandbytes message stays.
-_cpu_ops_log = _logging.getLogger("bitsandbytes.backends.cpu.ops")
-_cpu_ops_log.addFilter(lambda record: "gemm_4bit_forward" not in record.msg)
+# bitsandbytes. On a CPU with AVX512-BF16, bitsandbytes' CPU ops then ask the Hub for an optional fused
+# 4-bit kernel, while they are imported and with no timeout: on a network that takes a connection and
+# never answers (a stalled proxy or firewall), importing the trainer would wait forever. grpo_edu never
+# runs a 4-bit matmul on a CPU, so that one module is imported with the Hub offline: the kernel is
+# taken from the local cache if it is there, else bitsandbytes' own CPU code stays. The two notices
+# that this kernel is not loaded are dropped; every other bitsandbytes and kernels message stays.
+_CPU_OPS = "bitsandbytes.backends.cpu.ops"
+
+
+class _HubOfflineWhileImporting:
+    "An import hook: the modules named are executed with huggingface_hub's HF_HUB_OFFLINE set."
+    def __init__(self, *names): self.names = set(names)
+
+    def find_spec(self, name, path, target=None):
+        if name not in self.names: return None
+        spec = _machinery.PathFinder.find_spec(name, path, target)
+        if spec is None or spec.loader is None: return spec
+        execute = spec.loader.exec_module
+
+        def exec_module(module):
+            from huggingface_hub import constants
+            was_offline = constants.HF_HUB_OFFLINE
+            constants.HF_HUB_OFFLINE = True           # for this module's import only
+            try: execute(module)
+            finally: constants.HF_HUB_OFFLINE = was_offline
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+_sys.meta_path.insert(0, _HubOfflineWhileImporting(_CPU_OPS))
+_logging.getLogger(_CPU_OPS).addFilter(lambda record: "gemm_4bit_forward" not in str(record.msg))
+_logging.getLogger("kernels._internals.hf_hub").addFilter(
+    lambda record: "quantization-bitsandbytes" not in str(record.msg))
 # Where DeepSpeed is installed, accelerate imports it, and on a machine without a GPU it warns that it
 # falls back to the CPU. That is where grpo_edu's CPU runs want it, so that one notice is dropped too.
 _cpu_notice = "Setting accelerator to CPU"

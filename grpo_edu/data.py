@@ -66,15 +66,20 @@ def hub_dataset(
 # %% ../nbs/api/08_data.ipynb #12285350
 @contextmanager
 def quiet_datasets() -> Iterator[None]:
-    "datasets without its progress bar and its log line of a failed read (our error says it all)."
-    bars_on, verbosity = (
+    "datasets without its progress bar, its log line of a failed read, or its download count."
+    bars_on, verbosity, counts = (
         not datasets.are_progress_bars_disabled(),
         datasets.logging.get_verbosity(),
+        datasets.config.HF_UPDATE_DOWNLOAD_COUNTS,
     )
     datasets.disable_progress_bars()
-    datasets.logging.set_verbosity(datasets.logging.CRITICAL)
+    datasets.logging.set_verbosity(datasets.logging.CRITICAL)   # our error says it all
+    # load_dataset tells the Hub it was used (a HEAD request, even for a local file): a local read
+    # makes no network request, so it neither waits on a slow network nor reports anything.
+    datasets.config.HF_UPDATE_DOWNLOAD_COUNTS = False
     try: yield
     finally:
+        datasets.config.HF_UPDATE_DOWNLOAD_COUNTS = counts
         datasets.logging.set_verbosity(verbosity)
         if bars_on: datasets.enable_progress_bars()
 
