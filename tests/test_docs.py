@@ -108,8 +108,12 @@ def site(tmp_path_factory):
 @pytest.fixture(scope="module")
 def browser():
     from playwright.sync_api import sync_playwright
+    # Every host name fails at once: a page is checked as a reader without network sees it, and what the
+    # HTML template links from a CDN (require.js, mermaid) never waits on a name server that does not answer.
+    offline = "--host-resolver-rules=MAP * ~NOTFOUND"
+    args = ["--headless", "--no-sandbox", "--disable-gpu", offline]
     with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=["--headless", "--no-sandbox", "--disable-gpu"])
+        b = p.chromium.launch(executable_path=CHROMIUM, args=args)
         yield b
         b.close()
 
