@@ -42,9 +42,13 @@ import sys as _sys
 # 4-bit kernel, while they are imported and with no timeout: on a network that takes a connection and
 # never answers (a stalled proxy or firewall), importing the trainer would wait forever. grpo_edu never
 # runs a 4-bit matmul on a CPU, so that one module is imported with the Hub offline: the kernel is
-# taken from the local cache if it is there, else bitsandbytes' own CPU code stays. The two notices
-# that this kernel is not loaded are dropped; every other bitsandbytes and kernels message stays.
+# taken from the local cache if it is there, else bitsandbytes' own CPU code stays. The flag is the
+# process's own for the moment that import takes (kernels, which reads it, is imported before), and
+# it does nothing where bitsandbytes was imported before grpo_edu. kernels' notice that offline it
+# skips the publisher check of this one repository, and bitsandbytes' that the kernel did not load,
+# are dropped; every other bitsandbytes and kernels message stays.
 _CPU_OPS = "bitsandbytes.backends.cpu.ops"
+_FILE_LOADERS = (_machinery.SourceFileLoader, _machinery.SourcelessFileLoader)
 
 
 class _HubOfflineWhileImporting:
@@ -53,24 +57,30 @@ class _HubOfflineWhileImporting:
 
     def find_spec(self, name, path, target=None):
         if name not in self.names: return None
-        spec = _machinery.PathFinder.find_spec(name, path, target)
-        if spec is None or spec.loader is None: return spec
+        finders = [f for f in _sys.meta_path if f is not self and hasattr(f, "find_spec")]
+        spec = next(filter(None, (f.find_spec(name, path, target) for f in finders)), None)
+        # A file's loader is its own (a zip's serves the whole archive): only it is wrapped.
+        if spec is None or not isinstance(spec.loader, _FILE_LOADERS): return spec
         execute = spec.loader.exec_module
 
         def exec_module(module):
-            from huggingface_hub import constants
+            try:
+                import kernels      # noqa: F401  (first: no module is first imported while offline)
+                from huggingface_hub import constants
+            except ImportError: return execute(module)
             was_offline = constants.HF_HUB_OFFLINE
-            constants.HF_HUB_OFFLINE = True           # for this module's import only
+            constants.HF_HUB_OFFLINE = True
             try: execute(module)
             finally: constants.HF_HUB_OFFLINE = was_offline
         spec.loader.exec_module = exec_module
         return spec
 
 
-_sys.meta_path.insert(0, _HubOfflineWhileImporting(_CPU_OPS))
-_logging.getLogger(_CPU_OPS).addFilter(lambda record: "gemm_4bit_forward" not in str(record.msg))
-_logging.getLogger("kernels._internals.hf_hub").addFilter(
-    lambda record: "quantization-bitsandbytes" not in str(record.msg))
+if not any(type(f).__name__ == "_HubOfflineWhileImporting" for f in _sys.meta_path):   # once, even on reload
+    _sys.meta_path.insert(0, _HubOfflineWhileImporting(_CPU_OPS))
+    _logging.getLogger(_CPU_OPS).addFilter(lambda record: "gemm_4bit_forward" not in str(record.msg))
+    _logging.getLogger("kernels._internals.hf_hub").addFilter(
+        lambda record: "quantization-bitsandbytes" not in str(record.msg))
 # Where DeepSpeed is installed, accelerate imports it, and on a machine without a GPU it warns that it
 # falls back to the CPU. That is where grpo_edu's CPU runs want it, so that one notice is dropped too.
 _cpu_notice = "Setting accelerator to CPU"

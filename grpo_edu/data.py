@@ -74,8 +74,8 @@ def quiet_datasets() -> Iterator[None]:
     )
     datasets.disable_progress_bars()
     datasets.logging.set_verbosity(datasets.logging.CRITICAL)   # our error says it all
-    # load_dataset tells the Hub it was used (a HEAD request, even for a local file): a local read
-    # makes no network request, so it neither waits on a slow network nor reports anything.
+    # load_dataset counts its uses with a HEAD request to datasets' S3 bucket, even for a local file: a
+    # local read makes no network request, so it never waits on a network that does not answer.
     datasets.config.HF_UPDATE_DOWNLOAD_COUNTS = False
     try: yield
     finally:

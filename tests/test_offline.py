@@ -17,9 +17,12 @@ def black_hole():
     def take():
         while True:
             try: taken.append(server.accept()[0])
-            except OSError: return                                   # the server was closed
-    threading.Thread(target=take, daemon=True).start()
+            except OSError: return                                   # the server was shut down
+    taker = threading.Thread(target=take, daemon=True)
+    taker.start()
     yield f"http://127.0.0.1:{server.getsockname()[1]}", taken
+    server.shutdown(socket.SHUT_RDWR)                         # wakes accept(), which close() alone does not
+    taker.join(timeout=10)
     server.close()
     for connection in taken: connection.close()
 
@@ -30,14 +33,22 @@ def test_imports_and_a_local_dataset_file_ask_no_host(black_hole, tmp_path):
     offline_switches = ("HF_", "NO_PROXY", "TRANSFORMERS_OFFLINE")
     online = {k: v for k, v in os.environ.items() if not k.upper().startswith(offline_switches)}
     env = {**online, "HTTP_PROXY": address, "HTTPS_PROXY": address, "ALL_PROXY": address,
-           "http_proxy": address, "https_proxy": address, "all_proxy": address}
+           "http_proxy": address, "https_proxy": address, "all_proxy": address,
+           "HF_HOME": str(tmp_path / "hf")}                  # an empty cache of the Hub's and datasets'
     (tmp_path / "prompts.jsonl").write_text('{"prompt": "1+1="}\n')
-    program = ("import grpo_edu.trainer, grpo_edu.cli\n"        # peft, and bitsandbytes where it is installed
-               "from grpo_edu.data import read_file\n"
-               "print(len(read_file('prompts.jsonl')), 'row')")
+    # A client that ignores the proxy variables is seen by Python's audit events: every name looked up.
+    program = """import sys
+asked = []
+def audit(event, args):
+    if event == "socket.getaddrinfo" and args[0] not in ("localhost", "127.0.0.1", "::1", None):
+        asked.append(args[0])
+sys.addaudithook(audit)
+import grpo_edu.trainer, grpo_edu.cli          # peft, and bitsandbytes where it is installed
+from grpo_edu.data import read_file
+print(len(read_file("prompts.jsonl")), "row", asked)"""
     r = subprocess.run([sys.executable, "-c", program], cwd=tmp_path, env=env, capture_output=True,
                        text=True, timeout=120)
-    assert r.returncode == 0 and r.stdout.strip() == "1 row", r.stderr[-3000:]
+    assert r.returncode == 0 and r.stdout.strip() == "1 row []", (r.stdout[-500:], r.stderr[-3000:])
     assert taken == [], f"{len(taken)} request(s) reached the network"
     assert "gemm_4bit_forward" not in r.stderr and "publisher trust" not in r.stderr, r.stderr
 
@@ -48,16 +59,18 @@ def test_the_hook_imports_its_module_with_the_hub_offline(tmp_path, monkeypatch)
     from huggingface_hub import constants
     hooks = [f for f in sys.meta_path if isinstance(f, grpo_edu._HubOfflineWhileImporting)]
     assert len(hooks) == 1 and hooks[0].names == {"bitsandbytes.backends.cpu.ops"}
-    for name in ("probe_offline", "probe_online"):
-        source = "from huggingface_hub import constants\nOFFLINE = constants.HF_HUB_OFFLINE\n"
-        (tmp_path / f"{name}.py").write_text(source)
+    source = "from huggingface_hub import constants\nOFFLINE = constants.HF_HUB_OFFLINE\n"
+    for name in ("probe_offline", "probe_online"): (tmp_path / f"{name}.py").write_text(source)
+    (tmp_path / "probe_raises.py").write_text("raise RuntimeError('a module that fails to import')\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
-    hook = grpo_edu._HubOfflineWhileImporting("probe_offline")
+    hook = grpo_edu._HubOfflineWhileImporting("probe_offline", "probe_raises")
     monkeypatch.setattr(sys, "meta_path", [hook, *sys.meta_path])
     try:
         assert importlib.import_module("probe_offline").OFFLINE is True
         assert importlib.import_module("probe_online").OFFLINE is False
         assert constants.HF_HUB_OFFLINE is False
+        with pytest.raises(RuntimeError, match="fails to import"): importlib.import_module("probe_raises")
+        assert constants.HF_HUB_OFFLINE is False                         # restored after a failed import too
     finally:
-        for name in ("probe_offline", "probe_online"): sys.modules.pop(name, None)
+        for name in ("probe_offline", "probe_online", "probe_raises"): sys.modules.pop(name, None)
