@@ -6,7 +6,7 @@ relative paths: a copy of the checkout where `scripts/gpu-check.sh notebooks` ra
 Why only those cells: `nbdev-test NB --flags cuda --save` on the GPU machine re-runs every cell, and the CPU cells there
 give other numbers (another CPU, thread count and torch), while the chapters' text quotes the outputs saved here.
 A cell is matched by its id and must have the same source on both sides, or the notebook is left as it is."""
-import sys
+import hashlib, sys
 from pathlib import Path
 import nbformat
 
@@ -27,6 +27,8 @@ def take(gpu_path, path) -> int:
     for c in nb.cells:
         if is_cuda(c) and c.outputs != ran[c.get("id")].outputs:
             c.outputs, c.execution_count, n = ran[c.get("id")].outputs, None, n + 1
+            # the stamp scripts/save-outputs.py gives: these outputs come from this source
+            c.metadata["grpo_edu"] = {"source": hashlib.sha256(c.source.encode()).hexdigest()[:16]}
     if n: nbformat.write(nb, path)
     return n
 

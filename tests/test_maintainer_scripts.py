@@ -1,7 +1,7 @@
 """The maintainer's GPU tools: `scripts/gpu-check.sh` stops before any GPU work, with one paragraph naming what is
 missing (a step, a package, the GPU, the data folder), and `scripts/take-cuda-outputs.py` brings back only the outputs
 of the `#| cuda` cells. Also: the suite hides the GPU unless it runs the GPU tests."""
-import importlib.util, os, subprocess
+import importlib.util, os, subprocess, sys
 import pytest
 import torch
 from conftest import ROOT, gpu_tests_only
@@ -18,8 +18,11 @@ preflight = load_script("gpu_preflight", "gpu-preflight.py")
 
 
 def run_check(*steps):
+    "scripts/gpu-check.sh's answer, its results file in a temporary folder (the checkout stays as it was)."
+    import tempfile
+    env = {**os.environ, "RESULTS": os.path.join(tempfile.mkdtemp(), "results.jsonl")}
     return subprocess.run(["bash", "scripts/gpu-check.sh", *steps], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120)
+                          timeout=120, env=env)
 
 
 def test_the_suite_hides_the_gpu_unless_it_runs_the_gpu_tests():
@@ -83,6 +86,8 @@ def test_only_the_cuda_cells_take_the_gpu_runs_outputs(tmp_path):
     assert take.take(tmp_path / "gpu" / "ch.ipynb", tmp_path / "ch.ipynb") == 1
     cells = nbformat.read(tmp_path / "ch.ipynb", as_version=4).cells
     assert [c.outputs[0].text for c in cells] == ["1 (this machine)\n", "NVIDIA H100\n"]
+    save = load_script("save_outputs", "save-outputs.py")
+    assert cells[1].metadata["grpo_edu"]["source"] == save.source_hash(cells[1].source)   # stamped as saved
     nbformat.write(notebook("1\n", [], gpu_src="#| cuda\nprint('edited since')"), tmp_path / "ch.ipynb")
     with pytest.raises(SystemExit, match="is not in .* with the same source"):
         take.take(tmp_path / "gpu" / "ch.ipynb", tmp_path / "ch.ipynb")
@@ -128,3 +133,30 @@ def test_reflow_rewraps_exported_markdown_keeping_lists():
     assert max(len(line) for line in lines) < 100
     assert [line for line in lines if line.startswith("- ")] == [lines[3], "- short"]
     assert all(line.startswith("  ") for line in lines[4:-1])
+
+
+def test_sweep_draws_finds_the_asserts_that_depend_on_the_draws(tmp_path):
+    """scripts/sweep-draws.py runs a notebook at several seed offsets: an assert that fails at some of them is
+    reported with those offsets, and one whose compared values change with the offset is listed as depending on the
+    draws; an exact one is not. (torch's CPU generator gives the same draws on any machine for a seed.)"""
+    import json
+    import nbformat
+    from nbformat.v4 import new_code_cell, new_notebook
+    cells = ["import torch\nfrom fastcore.test import test_close\nfrom grpo_edu.toy import seed_everything",
+             "seed_everything(0)\nx = torch.rand(1).item()\nassert x < 0.5\nassert 1 + 1 == 2",
+             "test_close(2 * x, x + x, eps=1e-6)"]
+    (tmp_path / "nbs").mkdir()
+    nbformat.write(new_notebook(cells=[new_code_cell(c, id=f"c{i}") for i, c in enumerate(cells)]),
+                   tmp_path / "nbs" / "draws.ipynb")
+    (tmp_path / "pyproject.toml").write_text((ROOT / "pyproject.toml").read_text())
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "sweep-draws.py"), "nbs/draws.ipynb", "--offsets", "6",
+                        "--jobs", "1", "--json", "rows.jsonl"], cwd=tmp_path, capture_output=True, text=True,
+                       timeout=600)
+    rows = [json.loads(line) for line in (tmp_path / "rows.jsonl").read_text().splitlines()]
+    x = {row["offset"]: row["values"][0] for row in rows if row.get("op") == "Lt"}
+    failed = sorted(offset for offset, value in x.items() if value >= 0.5)
+    assert len(x) == 6 and 0 < len(failed) < 6, x                       # these six draws: some pass, some fail
+    assert r.returncode == 1 and f"at offsets {failed}" in r.stdout, r.stdout + r.stderr
+    listed = r.stdout.split("change with the offset")[1]
+    assert "assert x < 0.5" in listed                                       # its values change with the draws
+    assert "1 + 1 == 2" not in listed and "test_close(2 * x" not in listed  # exact: the same at every offset
