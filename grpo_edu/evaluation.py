@@ -165,9 +165,10 @@ def scored_in_batches(
         rows = [dataset[i] for i in range(start, min(start + batch_size, n))]
         scores = score([r["prompt"] for r in rows], [r["answer"] for r in rows])
         for column, values in scores.items(): columns.setdefault(column, []).extend(values)
-        bar.update(len(rows))
         bar.set_postfix_str(f"pass@1 {sum(columns['correct']) / (start + len(rows)):.1%}",
                             refresh=False)
+        bar.update(len(rows))           # drawn with the rows just scored, not one batch behind
+    bar.refresh()                       # the last state, whatever mininterval skipped
     bar.close()
     return columns
 
@@ -206,7 +207,6 @@ def evaluate_dataset(
         per_problem = columns.get("pass@k", [])
         result[f"pass@{pass_k}"] = sum(per_problem) / len(per_problem) if per_problem else 0.0
     return result
-
 
 # %% ../nbs/api/06_evaluation.ipynb #50a8d965
 def evaluate_tool_dataset(
@@ -304,8 +304,9 @@ def evaluate_on_processes(
         correct += sum(s for s, kept in zip(scores, counted) if kept)
         calls += sum(c for c, kept in zip(called, counted) if kept)
         seen += sum(counted)
-        bar.update(min(n - bar.n, len(indices) * accelerator.num_processes))
         bar.set_postfix_str(f"accuracy {correct / max(seen, 1):.3f}", refresh=False)
+        bar.update(min(n - bar.n, len(indices) * accelerator.num_processes))   # drawn with it
+    bar.refresh()                       # the last state, whatever mininterval skipped
     bar.close()
     totals = accelerator.reduce(
         torch.tensor([correct, float(seen), float(calls)], device=accelerator.device), "sum"

@@ -219,12 +219,13 @@ def as_config(args) -> GRPOConfig:
 
 # %% ../nbs/api/10b_recipe.ipynb #e27346dc
 def recipe_folders() -> list[Path]:
-    "Where shipped recipes are: the installed package's recipes/, then a clone's configs/."
+    "Where shipped recipes are: a clone's configs/, then the installed package's recipes/."
     package = Path(importlib.util.find_spec("grpo_edu").origin).parent
-    # A clone (or an editable install) holds them in configs/ beside the package, by its pyproject.
+    # A clone (or an editable install) holds them in configs/ beside the package, by its pyproject;
+    # its grpo_edu/recipes links there, and the paths said name configs/, as the README does.
     clone = package.parent / "configs"
     in_clone = (package.parent / "pyproject.toml").is_file()
-    return [package / "recipes"] + ([clone] if in_clone else [])
+    return ([clone] if in_clone else []) + [package / "recipes"]
 
 def shipped_recipes(
     kind: str = "",   # "": GRPO recipes; "accelerate": the accelerate launch configs
@@ -234,7 +235,6 @@ def shipped_recipes(
     for folder in recipe_folders():
         for path in sorted((folder / kind).glob("*.yaml")): found.setdefault(path.stem, path)
     return dict(sorted(found.items()))
-
 
 # %% ../nbs/api/10b_recipe.ipynb #1e7d6047
 def find_recipe(

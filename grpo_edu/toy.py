@@ -16,11 +16,11 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/toy.html.md"""
 # %% auto #0
 __all__ = ['TOY_CHARS', 'seed_offset', 'offset_seed', 'seed_everything', 'slow_cell',
            'toy_tokenizer', 'toy_model', 'addition_dataset', 'supervised_steps', 'sft_warm_start',
-           'toy_cache_dir', 'warm_start_key', 'weights_sha256', 'cached_warm_start', 'toy_policy',
-           'check_toy_options']
+           'toy_cache_dir', 'warm_start_key', 'weights_sha256', 'cached_warm_start',
+           'warm_start_origin', 'toy_policy', 'check_toy_options']
 
 # %% ../nbs/api/07_toy.ipynb #a7c3e9d1
-import hashlib, inspect, json, os, random, warnings
+import hashlib, inspect, json, os, random, sys, time, warnings
 from pathlib import Path
 import torch
 import transformers
@@ -28,6 +28,7 @@ from datasets import Dataset
 from tqdm.auto import tqdm
 from tokenizers import Tokenizer, decoders, models
 from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+from . import __version__
 from .errors import GRPOEduError
 from .evaluation import completion_texts, greedy_accuracy
 from .rewards import exact_match_reward
@@ -242,10 +243,14 @@ def sft_warm_start(
         accuracy = greedy_accuracy(model, tokenizer, probe_prompts, probe_answers, 6,
                                    reward=exact_match_reward, engine="hf")
         model.train()
-        return accuracy >= target_accuracy
+        done = accuracy >= target_accuracy
+        if os.environ.get("RANK", "0") == "0":   # each check said, above the bar
+            tqdm.write(f"[grpo-edu] warm start, step {step + 1}: greedy accuracy {accuracy:.1%} on "
+                       f"{len(probe)} training prompts (target {target_accuracy:.0%})"
+                       + ("; reached, so the warm start stops here" if done else ""))
+        return done
     return supervised_steps(model, batch, len(prompts), "supervised warm start", steps=steps,
                             batch_size=batch_size, lr=lr, seed=seed, stop=reached)
-
 
 # %% ../nbs/api/07_toy.ipynb #037c9976
 def toy_cache_dir() -> Path | None:
@@ -294,7 +299,7 @@ def warm_start_key(model, tokenizer, dataset, warm_start=None, **kwargs) -> str:
         "special": [tokenizer.pad_token_id, tokenizer.eos_token_id, tokenizer.padding_side],
         "data": [list(dataset["prompt"]), list(dataset["answer"])],
         "code": _warm_start_code(warm_start),
-        "versions": [torch.__version__, transformers.__version__],
+        "versions": [__version__, torch.__version__, transformers.__version__],
         "threads": torch.get_num_threads(), "cpu": torch.backends.cpu.get_cpu_capability(),
     }, sort_keys=True, default=str).encode())
     return digest.hexdigest()[:24]
@@ -355,9 +360,10 @@ def _keep(model, losses: list, folder: Path, path: Path) -> None:
     try:
         folder.mkdir(parents=True, exist_ok=True)
         weights = model.state_dict()
-        torch.save(
-            {"state_dict": weights, "losses": losses, "sha256": weights_sha256(weights)}, tmp
-        )
+        made_by = {"grpo_edu": __version__, "torch": str(torch.__version__), "python": sys.prefix}
+        kept = {"state_dict": weights, "losses": losses, "sha256": weights_sha256(weights),
+                "made_by": made_by}
+        torch.save(kept, tmp)
         os.replace(tmp, path)             # atomic: readers see no file or a whole one
     except (OSError, RuntimeError) as e:  # RuntimeError: torch's writer (a full disk)
         if tmp.exists(): tmp.unlink()
@@ -365,6 +371,15 @@ def _keep(model, losses: list, folder: Path, path: Path) -> None:
             f"grpo_edu: could not keep the warm start in {folder} ({e}); set GRPO_EDU_CACHE to a "
             "writable folder, or to off."
         )
+
+def warm_start_origin(path: Path) -> str:
+    "Where a kept warm start came from: its file, when it was written, and by which install."
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(path.stat().st_mtime))
+    try: made_by = torch.load(path, weights_only=True).get("made_by")
+    except Exception: made_by = None    # unreadable now: the file and its time still say enough
+    by = (f" by grpo_edu {made_by['grpo_edu']} (torch {made_by['torch']}) in {made_by['python']}"
+          if made_by else "")
+    return f"{path}, written {when}{by}"
 
 # %% ../nbs/api/07_toy.ipynb #6cd5adfd
 def toy_policy(
@@ -379,8 +394,9 @@ def toy_policy(
     losses, kept = cached_warm_start(model, tokenizer, dataset, steps=steps, seed=seed,
                                      target_accuracy=target_accuracy)
     if losses and os.environ.get("RANK", "0") == "0":
-        loaded = (" (kept from an earlier run with the same start, in the warm-start cache; "
-                  "GRPO_EDU_CACHE=off recomputes it)" if kept else "")
+        loaded = (f", loaded from the warm-start cache: {warm_start_origin(kept)}; the same start "
+                  "gives the same weights bit for bit, and GRPO_EDU_CACHE=off recomputes it"
+                  if kept else "")
         print(f"[grpo-edu] toy warm start: {len(losses)} supervised steps{loaded}")
     return model, tokenizer
 

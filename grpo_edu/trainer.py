@@ -821,8 +821,8 @@ def _start_run(self: GRPOTrainer) -> RunLog:
                  args.logging_steps, config=args)
     if resumed is None and self.eval_dataset is not None:
         self.eval_before = self.evaluate()
+    log.start()                                # the progress bar, after the evaluation's own
     return log
-
 
 # %% ../nbs/api/15_trainer.ipynb #10c2e93e
 @patch

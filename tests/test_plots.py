@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from grpo_edu.cli import main
 from grpo_edu.recipe import TOY_RECIPE, config_from_dict
-from grpo_edu.monitor import AXES, MetricsWriter, compare_runs, plot_run, run_figures, save_config, write_json
+from grpo_edu.monitor import AXES, TITLES, MetricsWriter, compare_runs, plot_run, run_figures, save_config, write_json
 
 
 def legend_clear(fig) -> bool:
@@ -62,7 +62,8 @@ def test_overview_has_one_labelled_panel_per_quantity_and_a_legend_off_the_curve
     fig = run_figures(rows, {k: summary[f"eval_{k}"] for k in ("before", "after")}, title="toy")["overview.png"]
     names = ["reward", "accuracy", "kl", "loss", "entropy", "length", "clip_ratio", "grad_norm",
              "frac_reward_zero_std"]
-    assert [ax.get_title() for ax in fig.axes] == names
+    assert [ax.get_title("right") for ax in fig.axes] == names                # each keyed by its name...
+    assert [ax.get_title("left") for ax in fig.axes] == [TITLES[n] for n in names]   # ...and titled in words
     assert all(ax.get_ylabel() == AXES[n][0] and ax.get_xlabel() == "optimizer step"
                for ax, n in zip(fig.axes, names))
     assert all(("(" in AXES[n][0]) for n in names if n != "reward")          # each with its units
