@@ -25,6 +25,7 @@ Modules:
 - `grpo_edu.recipe`: A dict, a YAML recipe or TRL's config, read into one checked GRPOConfig.
 - `grpo_edu.rewards`: Reward functions with TRL's signature: built-ins, reward models, yours.
 - `grpo_edu.rollout`: Tokenise prompts, sample completions (static engine or HF), mask them.
+- `grpo_edu.tabular`: Policies whose every probability is a parameter: GRPO runs of a second.
 - `grpo_edu.tools`: Tool calling: schemas, running calls, the multi-turn rollout, the tool mask.
 - `grpo_edu.toy`: A task, tokenizer and tiny model built in code: no network, no GPU.
 - `grpo_edu.toy_tools`: Multiplication that a tiny model gets right only by calling a tool.
