@@ -26,6 +26,7 @@ def imports(module: str) -> tuple[set, set]:
     ours, theirs = set(), set()
     for node in ast.walk(ast.parse((PACKAGE / f"{module}.py").read_text())):
         if isinstance(node, ast.ImportFrom):
+            if node.level == 1 and node.module is None: continue   # `from . import __version__`
             if node.level == 1: ours.add(node.module.split(".")[0])
             elif node.module.startswith("grpo_edu."): ours.add(node.module.split(".")[1])
             else: theirs.add(node.module.split(".")[0])
