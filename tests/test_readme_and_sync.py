@@ -15,7 +15,8 @@ def test_readme_script_runs(tmp_path):
     (tmp_path / "s.py").write_text(script.replace("max_steps=300", "max_steps=20"))
     r = subprocess.run([sys.executable, "s.py"], cwd=tmp_path, capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
-    assert "'accuracy'" in r.stdout and (tmp_path / "runs" / "script" / "summary.json").exists()
+    assert re.search(r"\d+\.\d% -> \d+\.\d%", r.stdout), r.stdout[-2000:]
+    assert (tmp_path / "runs" / "script" / "summary.json").exists()
 
 
 def test_index_shows_the_same_script():
