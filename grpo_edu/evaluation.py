@@ -285,9 +285,8 @@ def evaluate_on_processes(
                           tool_timeout=tool_timeout, tool_workers=tool_workers,
                           max_tool_result_chars=max_tool_result_chars)
     correct, calls, seen = 0.0, 0, 0
-    # The main process's batches stand for every process's.
     bar = tqdm(total=n, desc="eval", unit="problem", disable=not accelerator.is_main_process,
-               leave=False, dynamic_ncols=True, mininterval=1.0)
+               leave=False, dynamic_ncols=True, mininterval=1.0)   # the main process's rows
     for start in range(0, len(mine), batch_size):
         indices = mine[start:start + batch_size]
         rows = [dataset[0 if i is None else i] for i in indices]
