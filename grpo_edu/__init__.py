@@ -16,6 +16,7 @@ Modules:
 - `grpo_edu.errors`: Bad input: finding it, and one message naming the field and the fix.
 - `grpo_edu.evaluation`: Greedy pass@1, sampled pass@k and 95% intervals, for trainer, CLI, toy.
 - `grpo_edu.kl`: Estimating KL(π_θ ‖ π_ref) from sampled tokens; what k3's gradient pushes.
+- `grpo_edu.launch`: Build what a GRPOConfig names: datasets, rewards, the model, the GRPOTrainer.
 - `grpo_edu.logprobs`: log π of the sampled tokens, without keeping the (B, T, V) logits.
 - `grpo_edu.loss`: The GRPO loss: clipped surrogate + β·k3, TRL's variants and aggregations.
 - `grpo_edu.memory`: An offline estimate of a GRPO run's peak GPU memory per process, part by part.

@@ -122,7 +122,7 @@ def test_short_runs_still_draw(tmp_path, steps):
 
 def test_the_trainer_saves_its_config(tmp_path):
     "A run's folder holds config.yaml: what compare_runs names it by, and a recipe that reruns it."
-    from grpo_edu.cli import load_config
+    from grpo_edu.recipe import load_config
     from grpo_edu.config import GRPOConfig
     from grpo_edu.toy import addition_dataset, toy_model, toy_tokenizer
     from grpo_edu.trainer import GRPOTrainer
