@@ -39,9 +39,8 @@ from transformers.hf_argparser import HfArg
 from .config import CHOICES, GRPOConfig
 from .preflight import MODEL_EXAMPLE
 from .recipe import TOY_RECIPE, config_from_dict, field_value, not_a_field
-from .recipe import find_recipe, recipe_description, shipped_recipes
-from .recipe import load_config, read_recipe, read_yaml
-from .launch import toy_recipe_note, toy_settings, trainer_from_config
+from .recipe import read_recipe, read_yaml, recipe_description, shipped_recipes
+from .launch import toy_settings, trainer_from_config
 from .checkpoint import check_model_folder
 from .errors import GRPOEduError, check_local_path, check_values, closest, optional_type
 from .errors import check_path_name
@@ -601,7 +600,7 @@ PLOT_ABOUT = (
 
 def cmd_plot(argv: list[str]) -> int:
     "grpo-edu plot RUN_DIR [RUN_DIR ...] [--out DIR] [--window N] [--metrics A,B]"
-    from grpo_edu.monitor import PLOTS, compare_runs, plot_run, run_labels
+    from grpo_edu.plots import PLOTS, compare_runs, plot_run, run_labels
     p = argparse.ArgumentParser(prog="grpo-edu plot", description=PLOT_ABOUT,
                                 formatter_class=OptionsHelp)
     p.add_argument(

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 from grpo_edu.cli import main
 from grpo_edu.recipe import TOY_RECIPE, config_from_dict
-from grpo_edu.monitor import AXES, TITLES, MetricsWriter, compare_runs, plot_run, run_figures, save_config, write_json
+from grpo_edu.monitor import MetricsWriter, save_config, write_json
+from grpo_edu.plots import AXES, TITLES, compare_runs, plot_run, run_figures
 
 
 def legend_clear(fig) -> bool:
