@@ -373,13 +373,14 @@ def _keep(model, losses: list, folder: Path, path: Path) -> None:
         )
 
 def warm_start_origin(path: Path) -> str:
-    "Where a kept warm start came from: its file, when it was written, and by which install."
+    "Where a kept warm start came from: its file (~ for the home folder), when, and by which versions."
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(path.stat().st_mtime))
     try: made_by = torch.load(path, weights_only=True).get("made_by")
     except Exception: made_by = None    # unreadable now: the file and its time still say enough
-    by = (f" by grpo_edu {made_by['grpo_edu']} (torch {made_by['torch']}) in {made_by['python']}"
-          if made_by else "")
-    return f"{path}, written {when}{by}"
+    by = f" by grpo_edu {made_by['grpo_edu']} with torch {made_by['torch']}" if made_by else ""
+    home = os.path.expanduser("~")
+    shown = "~" + str(path)[len(home):] if home != "~" and str(path).startswith(home + os.sep) else path
+    return f"{shown}, written {when}{by}"
 
 # %% ../nbs/api/07_toy.ipynb #6cd5adfd
 def toy_policy(

@@ -39,6 +39,7 @@ from .errors import GRPOEduError
 from .evaluation import evaluate_tool_dataset, wilson_interval
 from .tools import tool_schemas
 from .toy import TOY_CHARS, cached_warm_start, supervised_steps, toy_model
+from .toy import warm_start_origin
 
 # %% ../nbs/api/07b_toy_tools.ipynb #d054808a
 # The chat's and the call's markers, one token each.
@@ -211,7 +212,7 @@ def toy_tool_policy(
     model = toy_model(tokenizer, seed=seed)
     losses, kept = cached_warm_start(model, tokenizer, dataset, warm_start=tool_warm_start,
                                      tool_fraction=tool_fraction, steps=steps, seed=seed)
-    loaded = " (kept from an earlier run, in the warm-start cache)" if kept else ""
+    loaded = f", loaded from the warm-start cache: {warm_start_origin(kept)}" if kept else ""
     if os.environ.get("RANK", "0") == "0":   # one line, not one per process
         print(f"[grpo-edu] toy tool warm start: {len(losses)} supervised steps{loaded}")
     return model, tokenizer

@@ -37,12 +37,12 @@ def test_kept_warm_start_gives_the_same_run(uninterrupted, tmp_path):
     env, out = {"GRPO_EDU_CACHE": str(tmp_path / "cache")}, lambda name: ["--output_dir", tmp_path / name]
     a = run_cli("train", *SMALL, *out("a"), env={**env, "OMP_NUM_THREADS": str(torch.get_num_threads())})
     assert a.returncode == 0, a.stderr[-2000:]
-    assert "toy warm start: " in a.stdout and "kept from an earlier run" not in a.stdout, a.stdout
+    assert "toy warm start: " in a.stdout and "loaded from the warm-start cache" not in a.stdout, a.stdout
     kept = list((tmp_path / "cache").glob("toy-warm-start-*.pt"))
     assert len(kept) == 1, kept
     b = cli("train", *SMALL, *out("b"), env=env)
     assert b.returncode == 0, b.stderr[-2000:]
-    assert "kept from an earlier run" in b.stdout, b.stdout     # (the file's path is not printed)
+    assert f"loaded from the warm-start cache: {kept[0]}, written " in b.stdout, b.stdout   # which file, when
     same(rows(tmp_path / "b"), rows(tmp_path / "a"))
     same(rows(tmp_path / "a"), rows(uninterrupted))
 
