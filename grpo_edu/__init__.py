@@ -16,10 +16,12 @@ Modules:
 - `grpo_edu.errors`: Bad input: finding it, and one message naming the field and the fix.
 - `grpo_edu.evaluation`: Greedy pass@1, sampled pass@k and 95% intervals, for trainer, CLI, toy.
 - `grpo_edu.kl`: Estimating KL(π_θ ‖ π_ref) from sampled tokens; what k3's gradient pushes.
+- `grpo_edu.launch`: Build what a GRPOConfig names: datasets, rewards, the model, the GRPOTrainer.
 - `grpo_edu.logprobs`: log π of the sampled tokens, without keeping the (B, T, V) logits.
 - `grpo_edu.loss`: The GRPO loss: clipped surrogate + β·k3, TRL's variants and aggregations.
 - `grpo_edu.memory`: An offline estimate of a GRPO run's peak GPU memory per process, part by part.
-- `grpo_edu.monitor`: metrics.jsonl with TRL's names, trackers, plots, and warnings on stalls.
+- `grpo_edu.monitor`: metrics.jsonl with TRL's names, trackers, a run's log, and warnings on stalls.
+- `grpo_edu.plots`: A run's PNGs, redrawn from its folder, and several runs on one plot.
 - `grpo_edu.policy`: π_θ, π_ref, LoRA and the optimizer: the models a run trains and reads.
 - `grpo_edu.preflight`: Rewards, tools, packages and paths a valid config names, looked for here.
 - `grpo_edu.recipe`: A dict, a YAML recipe or TRL's config, read into one checked GRPOConfig.

@@ -91,7 +91,7 @@ class Placement:
         "The lm_head weight is whole here (no FSDP or ZeRO-3 slice): the chunked lm_head may run."
         return not self.sharded_weights
 
-    def rollout_engine(self, wanted: str) -> str:
+    def resolve_engine(self, wanted: str) -> str:
         "The rollout's engine: `wanted` (the config's rollout_engine), or HF generate on shards."
         return "hf" if self.sharded_weights else wanted
 

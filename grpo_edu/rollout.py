@@ -18,7 +18,7 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/rollout.html.md"""
 
 # %% auto #0
 __all__ = ['NEUTRAL_WARPERS', 'is_conversational', 'prompt_texts', 'encode_prompts',
-           'completion_mask', 'long_prompts', 'warn_long_prompts', 'rollout_engine', 'pick_engine',
+           'completion_mask', 'long_prompts', 'warn_long_prompts', 'static_rollout', 'pick_engine',
            'LogprobRecorder', 'generate_completions']
 
 # %% ../nbs/api/04_rollout.ipynb #a8b7ce0e
@@ -124,7 +124,7 @@ def warn_long_prompts(
 # %% ../nbs/api/04_rollout.ipynb #608ef30b
 _ENGINES = weakref.WeakKeyDictionary()          # model -> {batch size: StaticRollout}
 
-def rollout_engine(model, batch_size: int, max_len: int, compile: bool = False) -> StaticRollout:
+def static_rollout(model, batch_size: int, max_len: int, compile: bool = False) -> StaticRollout:
     "A StaticRollout of the model with ≥ `batch_size` rows: one it has if it fits, else a new one."
     engines = _ENGINES.setdefault(model, {})
     fits = [e for e in engines.values()
@@ -166,7 +166,7 @@ def _static_completions(
 ) -> tuple:                       # ((B, K) tokens, (B, K) log q)
     "(B, K) tokens and their log q from the model's StaticRollout (extra rows repeat the last)."
     B, P = prompt_ids.shape
-    engine = rollout_engine(model, B, P + max_new_tokens, compile)
+    engine = static_rollout(model, B, P + max_new_tokens, compile)
     fill = lambda t: torch.cat([t, t[-1:].expand(engine.B - B, -1)])          # (engine.B, P)
     if engine.B > B:
         prompt_ids, prompt_mask = fill(prompt_ids), fill(prompt_mask)

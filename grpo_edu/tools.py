@@ -55,7 +55,7 @@ from grpo_edu.rollout import (
     generate_completions,
     is_conversational,
 )
-from .rollout import pick_engine, rollout_engine
+from .rollout import pick_engine, static_rollout
 from .usercode import cap_text, import_user_module, tool_answer, tool_pool, tool_reference
 
 # %% ../nbs/api/05_tools.ipynb #8379eae3
@@ -494,7 +494,7 @@ def _static_engine(model, prompt_ids: torch.Tensor, max_completion_length: int, 
     if engine != "static": return None
     # A later turn's context is at most P + K tokens wide and samples at most K more.
     width = prompt_ids.size(1) + 2 * max_completion_length
-    return rollout_engine(inner, prompt_ids.size(0), width, sampling.get("compile", False))
+    return static_rollout(inner, prompt_ids.size(0), width, sampling.get("compile", False))
 
 def _answer(
     rows: _Rows,

@@ -49,6 +49,7 @@ from .loss import LossOptions, SamplerCorrection, grpo_loss, loss_normaliser
 from .loss import high_entropy_mask, importance_sampling_ratio, sampling_metrics
 from .monitor import HealthMonitor, RunLog, add_sums, completion_samples, generation_metrics
 from .monitor import eval_metrics
+from .plots import plot_training
 from .monitor import gather_values, logged_means, masked_sum, reduce_means
 from .policy import build_policy, fill_deepspeed_config, make_optimizer, use_bf16
 from .policy import place_reference_model, reference_logps, reference_model, sync_ref_model
@@ -111,9 +112,9 @@ class GRPOTrainer:
             if refs: tool_pool(args.tool_workers).load(refs)
         self._plan_steps()
         self._prepare(self._load_models(model, processing_class, peft_config))
-        self.rollout_engine = self.placement.rollout_engine(args.rollout_engine)
+        self.engine = self.placement.resolve_engine(args.rollout_engine)
         param_dtype = next(self.model.parameters()).dtype
-        self.correct_sampler = correct_sampler(args, self.accelerator.mixed_precision, param_dtype)
+        self.sampler_correction = correct_sampler(args, self.accelerator.mixed_precision, param_dtype)
         self.step = 0               # optimizer steps done
         self._batches = None        # the current rollout round's batches (split_round)
         self._round_metrics = None    # its metrics, logged with each of its steps
@@ -484,9 +485,9 @@ def _sampling(self: GRPOTrainer) -> dict:
     "The rollout's sampling settings (GRPOConfig's), its engine, and whether log q comes back."
     args = self.args
     return dict(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k, min_p=args.min_p,
-                repetition_penalty=args.repetition_penalty, engine=self.rollout_engine,
+                repetition_penalty=args.repetition_penalty, engine=self.engine,
                 compile=args.rollout_compile, release=args.rollout_release_memory,
-                synced_gpus=self.placement.synced_generate, return_logprobs=self.correct_sampler)
+                synced_gpus=self.placement.synced_generate, return_logprobs=self.sampler_correction)
 
 # %% ../nbs/api/15_trainer.ipynb #2aeea3aa
 class Scores(NamedTuple):
@@ -872,7 +873,7 @@ def _save_if_due(self: GRPOTrainer, log: RunLog, ending: bool) -> None:
     if due and not ending:
         self.save()
         self._event("on_save")
-        log.plots(self.eval_before)
+        if log.main: plot_training(args.output_dir, self.eval_before)
 
 # %% ../nbs/api/15_trainer.ipynb #d2f58be6
 @patch
@@ -885,7 +886,7 @@ def _finish(self: GRPOTrainer, log: RunLog,
     self._event("on_save")
     if signal_number:
         name = signal.Signals(signal_number).name
-        plots = log.plots(self.eval_before)
+        plots = plot_training(out, self.eval_before) if log.main else []
         if self.accelerator.is_main_process:
             print(
                 f"[grpo-edu] interrupted ({name}): saved {checkpoint}, plots in {out / 'plots'}."
@@ -901,7 +902,8 @@ def _finish(self: GRPOTrainer, log: RunLog,
     if self.eval_dataset is not None:
         summary["eval_before"], summary["eval_after"] = self.eval_before, self.evaluate()
     summary["health"] = self.health.summary()
-    summary["plots"] = log.plots(self.eval_before, summary.get("eval_after"))
+    after = summary.get("eval_after")
+    summary["plots"] = plot_training(out, self.eval_before, after) if log.main else []
     return log.summary(summary)
 
 # %% ../nbs/api/15_trainer.ipynb #a3ec1599
@@ -922,7 +924,7 @@ def evaluate(self: GRPOTrainer, dataset=None, max_samples: int | None = None, ba
         rows,
         batch_size,
         equal_batches=self.placement.sharded_weights,
-        engine=self.rollout_engine,
+        engine=self.engine,
         synced_gpus=self.placement.synced_generate,
         max_prompt_length=args.max_prompt_length,
         chat_template_kwargs=args.chat_template_kwargs,

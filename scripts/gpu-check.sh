@@ -82,7 +82,7 @@ rc = main(["train", "--config", recipe, "--model_name_or_path", model_dir,
            "--dataset_path", f"{data}/gsm8k", "--max_steps", "2", "--eval_max_samples", "64",
            "--save_steps", "0", "--output_dir", f"/tmp/grpo-edu-recipe-{shape}"])
 from grpo_edu.bench import planner_gib          # the planner, with the longest GSM8K prompt as the width
-from grpo_edu.cli import load_config
+from grpo_edu.recipe import load_config
 from grpo_edu.data import gsm8k_dataset
 est = planner_gib(model_dir, gsm8k_dataset("train", f"{data}/gsm8k"), load_config(recipe))
 print(f"recipe {shape}: exit {rc}, peak {torch.cuda.max_memory_allocated() / 2**30:.2f} GiB of a 24 GiB "

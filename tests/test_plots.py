@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 from grpo_edu.cli import main
 from grpo_edu.recipe import TOY_RECIPE, config_from_dict
-from grpo_edu.monitor import AXES, TITLES, MetricsWriter, compare_runs, plot_run, run_figures, save_config, write_json
+from grpo_edu.monitor import MetricsWriter, save_config, write_json
+from grpo_edu.plots import AXES, TITLES, compare_runs, plot_run, run_figures
 
 
 def legend_clear(fig) -> bool:
@@ -122,7 +123,7 @@ def test_short_runs_still_draw(tmp_path, steps):
 
 def test_the_trainer_saves_its_config(tmp_path):
     "A run's folder holds config.yaml: what compare_runs names it by, and a recipe that reruns it."
-    from grpo_edu.cli import load_config
+    from grpo_edu.recipe import load_config
     from grpo_edu.config import GRPOConfig
     from grpo_edu.toy import addition_dataset, toy_model, toy_tokenizer
     from grpo_edu.trainer import GRPOTrainer

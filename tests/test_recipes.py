@@ -4,7 +4,7 @@ from dataclasses import asdict
 from pathlib import Path
 import pytest
 import yaml
-from grpo_edu.cli import load_config
+from grpo_edu.recipe import load_config
 from grpo_edu.memory import estimate_memory
 
 ROOT = Path(__file__).resolve().parents[1]

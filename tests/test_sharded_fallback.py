@@ -56,7 +56,7 @@ def _engine(dist_type, want="auto", zero=None):
     "The engine the trainer picks (GRPOTrainer.__init__: Placement.of, check, rollout_engine)."
     placement = Placement.of(_acc(dist_type, zero))
     placement.check(GRPOConfig(rollout_engine=want))
-    return placement.rollout_engine(want)
+    return placement.resolve_engine(want)
 
 
 def test_sharded_weights_and_optimizer_per_distributed_type():

@@ -54,7 +54,8 @@ def rates(evaluation: dict) -> dict:
 @pytest.mark.slow
 def test_recipe_learns_to_call_the_tool(tmp_path):
     "configs/toy-tools.yaml (seed 0): accuracy and tool-call rate rise beyond their 95% Wilson intervals."
-    from grpo_edu.cli import load_config, trainer_from_config
+    from grpo_edu.recipe import load_config
+    from grpo_edu.launch import trainer_from_config
     args = load_config(ROOT / "configs" / "toy-tools.yaml")
     args.output_dir = str(tmp_path / "run")
     summary = trainer_from_config(args).train()
