@@ -4,16 +4,17 @@ options Quarto reads are applied as Quarto would (`#| echo: false` and `#| code-
 `#| output: false` the outputs). Asserts: equations typeset, no raw `$$`, plots present as images and no
 wider than the window, every picture a page links to loads, display equations within the text column, no
 page wider than the window, no cell shows an error. Screenshots of the first screens of the index and
-chapters 01, 02, 03, 06 and 09 go to test-artifacts/, with the overview figure of 09's toy run as a reader
-sees it at 800 px wide."""
-import re, shutil, subprocess, sys
+chapters 01, 02, 03, 06 and 09 go to $GRPO_EDU_TEST_ARTIFACTS (else a temporary folder: the tests leave the
+checkout as it was), with the overview figure of 09's toy run as a reader sees it at 800 px wide."""
+import os, re, shutil, subprocess, sys, tempfile
 from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 MATHJAX = Path("/usr/share/javascript/mathjax/MathJax.js")
-ARTIFACTS = ROOT / "test-artifacts"
+# screenshots: where asked, else a temporary folder
+ARTIFACTS = Path(os.environ.get("GRPO_EDU_TEST_ARTIFACTS") or tempfile.mkdtemp(prefix="grpo-edu-docs-"))
 WIDTH, HEIGHT = 1100, 1400                       # the window; a screenshot is its first few screens
 SCREENSHOTS = {"index.ipynb": 2, "01_objective.ipynb": 2, "02_zero_loss.ipynb": 2, "03_kl.ipynb": 2,
                "06_naive_loop.ipynb": 2, "09_training.ipynb": 4}        # page: how many screens
