@@ -43,8 +43,7 @@ def trainer_from_config(
 ) -> "GRPOTrainer":
     "Build the model, datasets and trainer a GRPOConfig describes (validating it before loading)."
     args.validate()
-    # Imported here, after validation: `grpo-edu --help`, bad flags and a refused config answer
-    # before datasets, peft and transformers' model code load (seconds more in each process).
+    # Imported here, after validation: a refused config answers before these load (module docstring).
     from grpo_edu.data import check_prompt_dataset, task_datasets
     from grpo_edu.policy import check_target_modules, lora_config
     from grpo_edu.rewards import check_reward_columns, load_reward_funcs

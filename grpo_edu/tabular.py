@@ -1,7 +1,5 @@
 """Policies whose every probability is a parameter: GRPO runs of a second.
 
-Tabular policies: GRPO on a table of logits, a hundred rollout rounds in about a second.
-
 Chapter *The GRPO family* runs every loss on these to show, on runs, what each one does.
 
 Why a table is a fair test of a loss: every knob of the GRPO family acts on the per-token
@@ -26,7 +24,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from fastcore.basics import patch
-from .advantages import group_advantages
+from .advantages import group_advantages, group_reward_std
 from .loss import LossOptions, grpo_loss
 
 # %% ../nbs/api/07c_tabular.ipynb #a3d46e58
@@ -236,9 +234,9 @@ def round_metrics(
     stats: list,          # grpo_loss's stats of each of the round's steps
 ) -> dict:
     "TRL's metrics of one round: reward, zero-variance groups, length, and the mean clip ratios."
-    grouped = batch.reward.view(-1, group_size)
+    no_spread = group_reward_std(batch.reward, group_size) == 0    # (N,) each group G times
     row = {"reward": float(batch.reward.mean()),
-           "frac_reward_zero_std": float((grouped.std(1) == 0).float().mean()),
+           "frac_reward_zero_std": float(no_spread.float().mean()),
            "completions/mean_length": float(batch.mask.sum(1).mean())}
     for key in stats[0]:
         row[key] = sum(float(s[key][0] / s[key][1]) for s in stats) / len(stats)

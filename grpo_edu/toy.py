@@ -20,7 +20,7 @@ __all__ = ['TOY_CHARS', 'seed_offset', 'offset_seed', 'seed_everything', 'slow_c
            'warm_start_origin', 'toy_policy', 'check_toy_options']
 
 # %% ../nbs/api/07_toy.ipynb #a7c3e9d1
-import hashlib, inspect, json, os, random, sys, time, warnings
+import hashlib, inspect, json, os, random, time, warnings
 from pathlib import Path
 import torch
 import transformers
@@ -360,7 +360,7 @@ def _keep(model, losses: list, folder: Path, path: Path) -> None:
     try:
         folder.mkdir(parents=True, exist_ok=True)
         weights = model.state_dict()
-        made_by = {"grpo_edu": __version__, "torch": str(torch.__version__), "python": sys.prefix}
+        made_by = {"grpo_edu": __version__, "torch": str(torch.__version__)}
         kept = {"state_dict": weights, "losses": losses, "sha256": weights_sha256(weights),
                 "made_by": made_by}
         torch.save(kept, tmp)
@@ -375,7 +375,8 @@ def _keep(model, losses: list, folder: Path, path: Path) -> None:
 def warm_start_origin(path: Path) -> str:
     "Where a kept warm start came from: its file (~ for the home folder), when, and by which versions."
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(path.stat().st_mtime))
-    try: made_by = torch.load(path, weights_only=True).get("made_by")
+    # mmap: the weights stay on disk, only the small dict that names their maker is read
+    try: made_by = torch.load(path, weights_only=True, mmap=True).get("made_by")
     except Exception: made_by = None    # unreadable now: the file and its time still say enough
     by = f" by grpo_edu {made_by['grpo_edu']} with torch {made_by['torch']}" if made_by else ""
     home = os.path.expanduser("~")
