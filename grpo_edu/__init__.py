@@ -5,6 +5,7 @@ Modules:
 - `grpo_edu.advantages`: GRPO's baseline is the group: Â_i = (r_i − mean(r)) / (std(r) + ε).
 - `grpo_edu.bench`: grpo_edu, with and without its speed work, and TRL's trainer on one GPU.
 - `grpo_edu.calculators`: Multiply and a safe calculator: standard library only, so tool workers start fast.
+- `grpo_edu.callbacks`: Callbacks in a run: TR-DPO's moving reference, a GRPOConfig read as TrainingArguments.
 - `grpo_edu.checkpoint`: Atomic checkpoints (a temp folder renamed), and exact resume.
 - `grpo_edu.cli`: The grpo-edu command: bad input is one paragraph and exit status 2.
 - `grpo_edu.config`: GRPOConfig: every knob of a run, with TRL's names, and its validation.
@@ -15,6 +16,7 @@ Modules:
 - `grpo_edu.entropy`: TRL's entropy bonus, and Skywork-OR1's controller of its coefficient.
 - `grpo_edu.errors`: Bad input: finding it, and one message naming the field and the fix.
 - `grpo_edu.evaluation`: Greedy pass@1, sampled pass@k and 95% intervals, for trainer, CLI, toy.
+- `grpo_edu.integrity`: Manifests, and the checks a checkpoint passes before anything of it loads.
 - `grpo_edu.kl`: Estimating KL(π_θ ‖ π_ref) from sampled tokens; what k3's gradient pushes.
 - `grpo_edu.launch`: Build what a GRPOConfig names: datasets, rewards, the model, the GRPOTrainer.
 - `grpo_edu.logprobs`: log π of the sampled tokens, without keeping the (B, T, V) logits.
@@ -27,6 +29,7 @@ Modules:
 - `grpo_edu.recipe`: A dict, a YAML recipe or TRL's config, read into one checked GRPOConfig.
 - `grpo_edu.rewards`: Reward functions with TRL's signature: built-ins, reward models, yours.
 - `grpo_edu.rollout`: Tokenise prompts, sample completions (static engine or HF), mask them.
+- `grpo_edu.step`: One GRPO step as four plain functions: sample a round, score it, build its rows, update.
 - `grpo_edu.tabular`: Policies whose every probability is a parameter: GRPO runs of a second.
 - `grpo_edu.tools`: Tool calling: schemas, running calls, the multi-turn rollout, the tool mask.
 - `grpo_edu.toy`: A task, tokenizer and tiny model built in code: no network, no GPU.

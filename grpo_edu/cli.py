@@ -25,23 +25,21 @@ __all__ = ['TRAIN_ABOUT', 'EVAL_ABOUT', 'EVAL_RANGES', 'MEMORY_ABOUT', 'MERGE_AB
            'BENCH_ABOUT', 'PLOT_ABOUT', 'RECIPES_ABOUT', 'COMMANDS', 'ABOUT', 'USAGE', 'HELP',
            'positive', 'field_reader', 'FieldHelp', 'FieldParser', 'config_parser', 'recipe_path',
            'parse_config', 'train_parser', 'print_summary', 'leave_without_teardown', 'cmd_train',
-           'EvalArguments', 'check_output_file', 'run_settings', 'with_run_task', 'cmd_eval',
-           'OptionsHelp', 'lora_note', 'cmd_memory', 'cmd_merge', 'cmd_bench', 'cmd_plot',
-           'cmd_recipes', 'main']
+           'EvalArguments', 'check_output_file', 'with_run_task', 'cmd_eval', 'OptionsHelp',
+           'lora_note', 'cmd_memory', 'cmd_merge', 'cmd_bench', 'cmd_plot', 'cmd_recipes', 'main']
 
 # %% ../nbs/api/18_cli.ipynb #6fb02c59
 import argparse, math, os, re, sys, tempfile, typing, warnings
 from dataclasses import dataclass
 from pathlib import Path
-import yaml
 from transformers import HfArgumentParser
 from transformers.hf_argparser import HfArg
 from .config import CHOICES, GRPOConfig
-from .preflight import MODEL_EXAMPLE
-from .recipe import TOY_RECIPE, config_from_dict, field_value, not_a_field
-from .recipe import read_recipe, read_yaml, recipe_description, shipped_recipes
+from .preflight import MODEL_EXAMPLE, check_config
+from .recipe import TOY_RECIPE, config_from_dict, field_value, not_a_field, run_settings
+from .recipe import read_recipe, recipe_description, shipped_recipes
 from .launch import toy_settings, trainer_from_config
-from .checkpoint import check_model_folder
+from .integrity import check_model_folder
 from .errors import GRPOEduError, check_local_path, check_values, closest, optional_type
 from .errors import check_path_name
 
@@ -225,8 +223,7 @@ def cmd_train(argv: list[str]) -> int:
         train_parser().print_help()
         return 0
     recipe = recipe_path(argv)
-    # Validated once here, by trainer_from_config (before any model or data loads), and once by
-    # GRPOTrainer, which checks what it was handed: the loaded reward functions and the processes.
+    # Checked once, by GRPOTrainer before any weight loads (the toy run: before its warm start).
     args = parse_config(argv, base=None if recipe else TOY_RECIPE)
     trainer = trainer_from_config(args, toy_recipe=recipe is None)
     summary = trainer.train()
@@ -332,21 +329,6 @@ def check_output_file(path: str) -> None:
             f"--output {out}: cannot write a file in {out.parent} ({e.strerror}). "
             "Give a path in a writable folder, e.g. --output runs/eval.json."
         ) from None
-
-# %% ../nbs/api/18_cli.ipynb #7bf44670
-def run_settings(
-    model: str,   # a checkpoint folder (runs/toy/checkpoint-750), a model folder or a Hub id
-) -> tuple:       # (the saved fields, the config.yaml they came from), or ({}, None)
-    "The settings of the run a checkpoint belongs to: its run folder's config.yaml, or its own."
-    for folder in (Path(model).parent, Path(model)):
-        path = folder / "config.yaml"
-        # A run's config.yaml is a few kB: a large file is no run's, and is not read.
-        if not path.is_file() or path.stat().st_size > 1_000_000: continue
-        try: values = read_yaml(path.read_text(), str(path))
-        except (yaml.YAMLError, GRPOEduError, UnicodeDecodeError): continue
-        if isinstance(values, dict): return values, path
-    return {}, None
-
 
 # %% ../nbs/api/18_cli.ipynb #33228216
 def with_run_task(args: EvalArguments) -> EvalArguments:
@@ -478,8 +460,7 @@ def cmd_memory(argv: list[str]) -> int:
     from dataclasses import asdict
     from grpo_edu.memory import estimate_memory, format_estimate
     cfg = parse_config(rest, base={"model_name_or_path": "qwen2.5-0.5b"})
-    # a run `train` would accept (files aside)
-    cfg.validate(num_processes=known.gpus, offline=True)
+    check_config(cfg, known.gpus, offline=True)  # a run `train` would accept (files aside)
     model = known.model or cfg.model_name_or_path
     est = estimate_memory(model, **{**asdict(cfg), "gpus": known.gpus, "zero": known.zero,
                                     "gpu_memory_gib": known.gpu_memory_gib})
@@ -563,27 +544,8 @@ def cmd_bench(argv: list[str]) -> int:
     p.add_argument("--gradient_accumulation_steps", type=positive(), default=4,
                    help="micro-batches per optimizer step, in both trainers")
     a = p.parse_args(argv)
-    from grpo_edu.bench import BENCH_SHAPES, run_bench
-    shapes = tuple(s.strip() for s in a.shapes.split(",") if s.strip())
-    if not shapes or set(shapes) - set(BENCH_SHAPES):
-        raise GRPOEduError(
-            f"--shapes {a.shapes!r}: the benchmark knows the shapes {', '.join(BENCH_SHAPES)} "
-            "(comma-separated, e.g. --shapes 0.5b,1.5b); for other models, `grpo-edu memory "
-            "--model ID` estimates memory."
-        )
-    data_dir = Path(a.data_dir)
-    needs_data = set(shapes) != {"toy"}          # the toy brings its own model, tokenizer and task
-    found = (data_dir / "gsm8k").exists() and (data_dir / "qwen2.5-tokenizer").exists()
-    if needs_data and not found:
-        raise GRPOEduError(
-            f"--data_dir {a.data_dir} must hold gsm8k/ (GSM8K jsonl) and qwen2.5-tokenizer/ "
-            "(the Qwen2.5 tokenizer) for the shapes other than toy."
-        )
-    pairs = [kv.split("=", 1) for kv in a.ours.split(",") if kv.strip()]
-    if any(len(kv) != 2 for kv in pairs):
-        raise GRPOEduError(f"--ours {a.ours!r}: give field=value pairs separated by commas.")
-    ours = {k.strip(): v.strip() for k, v in pairs}
-    ours = {k: getattr(config_from_dict(ours, "--ours"), k) for k in ours}  # read as --field value
+    from grpo_edu.bench import bench_overrides, bench_shapes, run_bench
+    shapes, ours = bench_shapes(a.shapes, a.data_dir), bench_overrides(a.ours)
     run_bench(shapes, a.data_dir, a.steps, a.max_completion_length, a.out_dir, trl=not a.no_trl,
               batch=a.per_device_train_batch_size, accum=a.gradient_accumulation_steps,
               before=not a.no_before, ours_overrides=ours, compiled=not a.no_compiled)

@@ -95,7 +95,7 @@ class Placement:
         "The rollout's engine: `wanted` (the config's rollout_engine), or HF generate on shards."
         return "hf" if self.sharded_weights else wanted
 
-    def check(self, args: GRPOConfig, peft_config=None) -> None:
+    def check(self, args: GRPOConfig, peft_config=None, tools=None) -> None:
         "Refuse, before any model loads, what needs whole layers here, and LoRA it cannot run."
         check_lora_setup(args, peft_config, self.sharded_optimizer)
         if self.sharded_weights and args.sync_ref_model:
@@ -107,6 +107,11 @@ class Placement:
             raise GRPOEduError("rollout_engine=static cannot run with sharded weights (FSDP / "
                                "DeepSpeed ZeRO-3): each process holds only a slice of every "
                                "layer. Use rollout_engine=auto (HF generate there) or hf.")
+        if self.synced_generate and tools:
+            raise GRPOEduError("tools with weights sharded over several processes (FSDP, ZeRO-3) "
+                               "are not supported: their rollouts take different numbers of turns, "
+                               "and sharded generation must step together. Use DDP (whole weights "
+                               "on each process).")
 
 # %% ../nbs/api/11_distributed.ipynb #e3e3668f
 def accumulation_boundary(

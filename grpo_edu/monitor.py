@@ -24,7 +24,7 @@ import torch
 import yaml
 from tqdm.auto import tqdm
 from .advantages import nanstd
-from .preflight import check_trackers, tracker_names
+from .config import check_trackers, tracker_names
 from .errors import GRPOEduError
 
 # %% ../nbs/api/14_monitor.ipynb #5feecc6c
@@ -296,6 +296,13 @@ HEALTH_ADVICE = {
                       "(log_completions=true) and fix the reward.",
     "nonfinite_grad": "a gradient norm was NaN/inf and that optimizer step was skipped: lower "
                       "learning_rate, check the rewards for NaN, and prefer bf16 over fp16.",
+    "vanishing_weights": "the sampler correction's importance weights π_old/q are near 0 (mean < "
+                         "0.01 for 2 logged steps), so the updates are too. Where the rollout "
+                         "filters (top_k, top_p, min_p), q puts the mass π gives the cut tokens on "
+                         "the kept ones, and a completion's weight is the product of the kept "
+                         "masses: it vanishes when the filter keeps little of π. Set "
+                         "vllm_importance_sampling_correction=false, or drop the filter (top_k=0, "
+                         "top_p=1.0), or the repetition_penalty that turned the correction on.",
 }
 
 class HealthMonitor:
@@ -316,6 +323,8 @@ class HealthMonitor:
             "no_signal": self._streak("frac_reward_zero_std", lambda v: v >= 0.9, 5),
             "truncated": self._streak("completions/clipped_ratio", lambda v: v >= 0.3, 3),
             "nonfinite_grad": bool(row.get("skipped_step")),
+            "vanishing_weights": self._streak("sampling/importance_sampling_ratio/mean",
+                                              lambda v: v < 0.01, 2),
         }
         kls = [r["kl"] for r in self.hist if isinstance(r.get("kl"), (int, float))]
         checks["kl_runaway"] = len(kls) > 1 and kls[-1] > 1.0 and kls[-1] > 10 * max(kls[0], 1e-3)

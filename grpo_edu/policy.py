@@ -27,7 +27,8 @@ import torch
 from accelerate.utils import AutocastKwargs, is_peft_model
 from transformers import AutoModelForCausalLM, AutoTokenizer, BitsAndBytesConfig
 from transformers import PreTrainedTokenizerBase
-from .checkpoint import ADAPTER_BASE, check_model_folder
+from .checkpoint import ADAPTER_BASE
+from .integrity import check_model_folder
 from .config import GRPOConfig
 from .preflight import MODEL_EXAMPLE
 from .errors import GRPOEduError, check_local_path, closest, model_load_error

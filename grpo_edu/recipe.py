@@ -17,7 +17,8 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/recipe.html.md"""
 __all__ = ['TRL_NOT_HERE', 'MAX_YAML_NODES', 'TOY_RECIPE', 'TOY_SHORT_RUNS', 'trl_instead',
            'not_a_field', 'json_mapping', 'text_bool', 'text_reader', 'field_value',
            'config_from_dict', 'from_trl', 'as_config', 'recipe_folders', 'shipped_recipes',
-           'find_recipe', 'recipe_description', 'read_yaml', 'read_recipe', 'load_config']
+           'find_recipe', 'recipe_description', 'read_yaml', 'read_recipe', 'load_config',
+           'run_settings']
 
 # %% ../nbs/api/10b_recipe.ipynb #03f4bb4b
 import dataclasses, importlib.util, json, typing, warnings
@@ -386,3 +387,18 @@ TOY_SHORT_RUNS = dict(
     warmup_steps=0,
     lr_scheduler_type="constant",
 )  # what the chapters' short toy studies change in TOY_RECIPE
+
+# %% ../nbs/api/10b_recipe.ipynb #7bf44670
+def run_settings(
+    model: str,   # a checkpoint folder (runs/toy/checkpoint-750), a model folder or a Hub id
+) -> tuple:       # (the saved fields, the config.yaml they came from), or ({}, None)
+    "The settings of the run a checkpoint belongs to: its run folder's config.yaml, or its own."
+    for folder in (Path(model).parent, Path(model)):
+        path = folder / "config.yaml"
+        # A run's config.yaml is a few kB: a large file is no run's, and is not read.
+        if not path.is_file() or path.stat().st_size > 1_000_000: continue
+        try: values = read_yaml(path.read_text(), str(path))
+        except (yaml.YAMLError, GRPOEduError, UnicodeDecodeError): continue
+        if isinstance(values, dict): return values, path
+    return {}, None
+

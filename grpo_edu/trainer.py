@@ -4,15 +4,14 @@ GRPOTrainer runs the loop: the one place where processes, devices, the models, t
 the run's files meet.
 
 One step reads top to bottom as DeepSeekMath's algorithm: sample prompts → G completions each
-(rollout) → rewards → group advantages → clipped-surrogate update(s) (loss). Why the
+(`sample_round`) → rewards and group advantages (`score`) → the update's rows (`build_batch`) →
+clipped-surrogate update(s) (`update`). Those four are plain functions in `grpo_edu.step`, with
+explicit inputs; the trainer hands them its models, config, schedule and processes. Why its own
 simplifications are safe:
-- Whole groups stay on one process (prompt-level split), so group statistics never need
-  communication; rewards are still gathered so that `scale_rewards="batch"` and the logged metrics
-  are global.
-- When a rollout round feeds a single optimizer step (num_iterations=1 and steps_per_generation =
-  gradient_accumulation_steps), π_old = π_θ and old log-probs are not computed (the loss uses
-  logps.detach()).
-- The reference model exists only when beta > 0.
+- Prompts are a pure function of the rollout round (`prompt_indices`), so a resumed run sees the
+  prompts the uninterrupted run would have seen.
+- A checkpoint taken inside a rollout round keeps the round's rest, so the resumed steps train on
+  the completions the uninterrupted run would have used.
 
 Docs: https://grpo-edu.github.io/grpo_edu/api/trainer.html.md"""
 
@@ -20,52 +19,61 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/trainer.html.md"""
 
 # %% ../nbs/api/15_trainer.ipynb #6fa598f8
 from __future__ import annotations
-import dataclasses, math, signal, time, warnings
-from dataclasses import dataclass
-from functools import partial
+import math, operator, signal, time, warnings
 from pathlib import Path
 from typing import NamedTuple
 import torch
 from accelerate import Accelerator
 from accelerate.utils import gather_object, is_peft_model, send_to_device, set_seed
-from fastcore.basics import patch
-import json, operator
-from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
-from transformers import get_scheduler
-from transformers.trainer_callback import CallbackHandler, DefaultFlowCallback
-from transformers.trainer_utils import IntervalStrategy, SaveStrategy
+from transformers import TrainerControl, TrainerState, get_scheduler
 from transformers.utils import logging as hf_logging
+from .callbacks import callback_handler
 from .checkpoint import delete_set_aside, load_weights, read_safetensors, restore_run
 from .checkpoint import save_run, set_aside_run
-from .config import GRPOConfig
-from .recipe import as_config
+from .config import GRPOConfig, StepPlan
 from .data import check_eval_dataset, check_prompt_dataset, prompt_indices
-from .distributed import Placement, StopSignal, accumulation_boundary, backward
-from .entropy import EntropyControl, entropy_bonus
-from .errors import GRPOEduError, explain_oom
+from .distributed import Placement, StopSignal
+from .entropy import EntropyControl
 from .evaluation import evaluate_on_processes
-from .logprobs import per_token_logps
-from .loss import LossOptions, SamplerCorrection, grpo_loss, loss_normaliser
-from .loss import high_entropy_mask, importance_sampling_ratio, sampling_metrics
-from .monitor import HealthMonitor, RunLog, add_sums, completion_samples, generation_metrics
-from .monitor import eval_metrics
+from .loss import LossOptions
+from .monitor import HealthMonitor, RunLog, completion_samples, eval_metrics
 from .plots import plot_training
-from .monitor import gather_values, logged_means, masked_sum, reduce_means
-from .policy import build_policy, fill_deepspeed_config, make_optimizer, use_bf16
-from .policy import place_reference_model, reference_logps, reference_model, sync_ref_model
-from .policy import load_tokenizer, update_autocast
-from .rewards import RewardsAndAdvantages, check_reward_columns, load_reward_funcs
-from .rewards import reward_name, rewards_and_advantages, score_completions
-from .rollout import encode_prompts, generate_completions, warn_long_prompts
-from .tools import check_tool_tokenizer, encode_tool_prompts, load_tools, tool_metrics
-from .tools import ToolRollout, tool_rollout, tool_schemas
+from .policy import build_policy, fill_deepspeed_config, load_tokenizer, make_optimizer
+from .policy import place_reference_model, reference_model, use_bf16
+from .preflight import check_config
+from .recipe import as_config
+from .rewards import check_reward_columns, load_reward_funcs, reward_name
+from .rollout import warn_long_prompts
+from .step import RolloutBatch, Sampling, build_batch, correct_sampler, filtered_correction
+from .step import round_metrics
+from .step import sample_round, score, split_round, update
+from .tools import check_tool_tokenizer, load_tools, tool_schemas
 from .usercode import tool_pool, tool_reference
 
 # %% auto #0
-__all__ = ['TRAINING_ARGUMENTS_DEFAULTS', 'GRPOTrainer', 'keep_freed_host_memory',
-           'sampler_differs', 'correct_sampler', 'SyncRefModelCallback', 'GRPOFlowCallback',
-           'CallbackArgs', 'RolloutRound', 'Rollout', 'Scores', 'RolloutBatch', 'split_round',
-           'micro_batches', 'micro_batch', 'EntropyTerms']
+__all__ = ['RolloutRound', 'keep_freed_host_memory', 'GRPOTrainer']
+
+# %% ../nbs/api/15_trainer.ipynb #98a78c66
+class RolloutRound(NamedTuple):
+    "One rollout round with steps 1–4 done: the update's rows, the metrics, completions for the log."
+    batch: RolloutBatch
+    metrics: dict
+    samples: list
+
+# %% ../nbs/api/15_trainer.ipynb #6f1b8d22
+_M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4      # mallopt's parameter numbers, from glibc's malloc.h
+
+def keep_freed_host_memory() -> bool:
+    "Ask glibc's malloc to keep freed memory for reuse, with no mmap per large tensor (False: not glibc)."
+    import ctypes, os
+    try: libc_version = os.confstr("CS_GNU_LIBC_VERSION") or ""   # "glibc 2.36"; no name: not glibc
+    except (AttributeError, ValueError, OSError): return False
+    if not libc_version.startswith("glibc"):
+        return False
+    libc = ctypes.CDLL("libc.so.6")
+    no_mmap = libc.mallopt(_M_MMAP_MAX, 0)                 # large blocks come from the heap too
+    no_trim = libc.mallopt(_M_TRIM_THRESHOLD, 2**31 - 1)   # and freed ones stay in it
+    return bool(no_mmap and no_trim)
 
 # %% ../nbs/api/15_trainer.ipynb #5cae097e
 class GRPOTrainer:
@@ -84,900 +92,355 @@ class GRPOTrainer:
                  callbacks=None):  # transformers TrainerCallback objects (TRL's argument)
         self.args = args = as_config(args)        # ours, a dict, TRL's, or None
         bf16 = "bf16" if use_bf16(args) else "no"
-        self.accelerator = Accelerator(cpu=args.use_cpu, mixed_precision=bf16)
-        self.placement = Placement.of(self.accelerator)  # what DDP, FSDP or DeepSpeed change
+        self.accelerator = accelerator = Accelerator(cpu=args.use_cpu, mixed_precision=bf16)
+        self.placement = Placement.of(accelerator)  # what DDP, FSDP or DeepSpeed change
         funcs = list(reward_funcs) if isinstance(reward_funcs, (list, tuple)) else [reward_funcs]
-        # TRL's argument, or the config's
-        tools = (args.tools or []) if tools is None else list(tools)
-        # Reward names and tools are checked as a recipe's are; TR-DPO, the static engine and LoRA
-        # need whole weights.
-        args.validate(self.accelerator.num_processes, reward_funcs=funcs, tools=tools)
-        self.placement.check(args, peft_config)
+        tools = (args.tools or []) if tools is None else list(tools)   # TRL's argument, or the config's
+        # Checked as a recipe is, before any weight loads: the fields, reward names and tools, the
+        # placement (TR-DPO, the static engine and LoRA need whole weights), the data.
+        check_config(args, accelerator.num_processes, reward_funcs=funcs, tools=tools)
+        self.placement.check(args, peft_config, tools)
         set_seed(args.seed)
-        # Bad data fails fast, before any model loads.
         self.train_dataset = check_prompt_dataset(train_dataset, "train_dataset")
         self.eval_dataset = check_eval_dataset(eval_dataset, args.eval_steps)
-        self.reward_funcs = load_reward_funcs(funcs, reward_processing_classes,
-                                              args.model_init_kwargs, self.accelerator.device,
-                                              args.chat_template_kwargs)
+        self.reward_funcs = load_reward_funcs(funcs, reward_processing_classes, args.model_init_kwargs,
+                                              accelerator.device, args.chat_template_kwargs)
         self.reward_names = [reward_name(f) for f in self.reward_funcs]
         check_reward_columns(self.reward_funcs, self.train_dataset)  # accuracy needs `answer`
-        weights = args.reward_weights or [1.0] * len(funcs)
-        self.reward_weights = torch.tensor(weights, dtype=torch.float32)
         self.tools = load_tools(tools)  # [] without tools
         if self.tools:
             processing_class = self._tool_tokenizer(model, processing_class)   # before any weight
-            # The tool workers start now, importing the tools while the weights load.
-            refs = [r for r in map(tool_reference, self.tools) if r is not None]
-            if refs: tool_pool(args.tool_workers).load(refs)
-        self._plan_steps()
-        self._prepare(self._load_models(model, processing_class, peft_config))
-        self.engine = self.placement.resolve_engine(args.rollout_engine)
+        self.plan, self.max_steps, self.state = self._plan_steps()
+        model, self.tokenizer, ref_model = self._load_models(model, processing_class, peft_config)
+        self.model, self.optimizer, self.scheduler, self.ref_model = self._prepare(model, ref_model)
         param_dtype = next(self.model.parameters()).dtype
-        self.sampler_correction = correct_sampler(args, self.accelerator.mixed_precision, param_dtype)
+        correct = correct_sampler(args, accelerator.mixed_precision, param_dtype)
+        if correct and (note := filtered_correction(args)): warnings.warn(note)
+        self.sampling = Sampling.from_config(args, self.placement, return_logprobs=correct)
+        self.loss_options = LossOptions.from_config(args)        # beta, epsilons, ...: the loss's
+        self.entropy_control = EntropyControl.from_config(args)  # the entropy bonus's coefficient
         self.step = 0               # optimizer steps done
         self._batches = None        # the current rollout round's batches (split_round)
-        self._round_metrics = None    # its metrics, logged with each of its steps
+        self._round_metrics = None  # its metrics, logged with each of its steps
         self.health = HealthMonitor()
         self.eval_before = None     # the held-out accuracy before training (evaluate)
-        self.loss_options = LossOptions.from_config(args)        # the loss's run constants
-        self.entropy_control = EntropyControl.from_config(args)  # the entropy bonus's coefficient
-        self.callback_handler = self._callback_handler(callbacks)
+        self.stop_signal = None     # Ctrl-C and SIGTERM while train() runs (StopSignal)
+        self._epoch = None          # the epoch the current rollout round is in
+        self._replaced = None       # a previous run set aside (overwrite_output_dir)
+        self.callback_handler, self.callback_args = callback_handler(
+            args, callbacks, self.ref_model, accelerator, model=self.model,
+            processing_class=self.tokenizer, optimizer=self.optimizer, lr_scheduler=self.scheduler)
         self.control = TrainerControl()
         self._event("on_init_end")                 # as transformers' Trainer, last in __init__
 
+    def train(self) -> dict:
+        "Run GRPO to max_steps; write metrics.jsonl, checkpoints, plots, summary.json; the summary."
+        started = time.time()
+        if self.accelerator.device.type == "cpu":
+            keep_freed_host_memory()   # vocabulary-wide temporaries: no page faults on each reuse
+        log = self._start_run()  # resume, open the log, evaluate before training
+        self.stop_signal = StopSignal()
+        old_handlers = self.stop_signal.install()  # Ctrl-C, SIGTERM: finish the step, save, exit
+        signal_number = 0                          # the signal that stopped the run (0: none)
+        self._event("on_train_begin")
+        try:
+            while (self.step < self.max_steps and not signal_number
+                   and not self.control.should_training_stop):
+                step_started = time.time()
+                if self._batches is None or self.step % self.plan.optimizer_steps_per_round == 0:
+                    self._new_round(log)      # 1–4: prompts, sample_round, score, build_batch
+                self._event("on_step_begin")
+                # μ = num_iterations passes over the round: its batches in turn, μ times.
+                batch = self._batches[self.step % self.plan.optimizer_steps_per_pass]
+                row = {**self._round_metrics, **self.update(batch)}      # 5: the loss, the update
+                self.step += 1
+                row["step_time"] = time.time() - step_started
+                signal_number = self._after_step(log, row)
+        finally:
+            log.close()
+            for sig, handler in old_handlers.items():
+                signal.signal(sig, handler)
+        if self._epoch is not None:
+            self._event("on_epoch_end")
+        summary = self._finish(log, signal_number, started)
+        self._event("on_train_end")
+        return summary
 
-# %% ../nbs/api/15_trainer.ipynb #6f1b8d22
-_M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4      # mallopt's parameter numbers, from glibc's malloc.h
+    def _new_round(self, log: RunLog) -> None:
+        "Steps 1–4 of the next rollout round, cut into the batches of its optimizer steps."
+        rollout_round = self.step // self.plan.optimizer_steps_per_round
+        drawn = rollout_round * self.plan.prompts_per_round
+        self._epoch_events(drawn // len(self.train_dataset))
+        self.state.epoch = drawn / len(self.train_dataset)     # reward functions read trainer_state
+        self.state.global_step = self.step
+        rows = self.prompt_rows(rollout_round)                                         # 1: prompts
+        batch, self._round_metrics, samples = self.generate_and_score(rows)                # 2–4
+        shuffle = torch.Generator().manual_seed(self.args.seed + rollout_round)
+        self._batches = split_round(batch, self.plan.optimizer_steps_per_pass, shuffle)
+        if self.args.log_completions:
+            log.completions(self.step + 1, samples)
 
-def keep_freed_host_memory() -> bool:
-    "Ask glibc's malloc to keep freed memory for reuse, with no mmap per large tensor (False: not glibc)."
-    import ctypes, os
-    try: libc_version = os.confstr("CS_GNU_LIBC_VERSION") or ""   # "glibc 2.36"; no name: not glibc
-    except (AttributeError, ValueError, OSError): return False
-    if not libc_version.startswith("glibc"):
-        return False
-    libc = ctypes.CDLL("libc.so.6")
-    no_mmap = libc.mallopt(_M_MMAP_MAX, 0)                 # large blocks come from the heap too
-    no_trim = libc.mallopt(_M_TRIM_THRESHOLD, 2**31 - 1)   # and freed ones stay in it
-    return bool(no_mmap and no_trim)
+    def prompt_rows(self, rollout_round: int) -> list[dict]:
+        "Step 1: the dataset rows this process draws for `rollout_round` (`prompt_indices`)."
+        args, accelerator = self.args, self.accelerator
+        indices = prompt_indices(len(self.train_dataset), self.plan.prompts_per_process,
+                                 rollout_round, accelerator.process_index,
+                                 accelerator.num_processes, args.seed, args.shuffle_dataset)
+        return [self.train_dataset[i] for i in indices]
 
-# %% ../nbs/api/15_trainer.ipynb #99d85d7c
-@patch
-def train(self: GRPOTrainer) -> dict:
-    "Run GRPO to max_steps; write metrics.jsonl, checkpoints, plots, summary.json; the summary."
-    started = time.time()
-    if self.accelerator.device.type == "cpu":
-        keep_freed_host_memory()   # vocabulary-wide temporaries: no page faults on each reuse
-    log = self._start_run()  # resume, open the log, evaluate before training
-    self.stop_signal = StopSignal()
-    old_handlers = self.stop_signal.install()  # Ctrl-C, SIGTERM: finish the step, save, exit
-    signal_number = 0                          # the signal that stopped the run (0: none)
-    self._event("on_train_begin")
-    self._epoch = None                         # the epoch the current rollout round is in
-    try:
-        while (self.step < self.max_steps and not signal_number
-               and not self.control.should_training_stop):
-            step_started = time.time()
-            if self._batches is None or self.step % self.plan.optimizer_steps_per_round == 0:
-                self._new_round(log)                 # prompts, rollout, rewards, advantages
-            self._event("on_step_begin")
-            # μ = num_iterations passes over the round: its batches in turn, μ times.
-            batch = self._batches[self.step % self.plan.optimizer_steps_per_pass]
-            row = {**self._round_metrics, **self.update(batch)}                # the loss, the update
-            self.step += 1
-            row["step_time"] = time.time() - step_started
-            signal_number = self._after_step(log, row)
-    finally:
-        log.close()
-        for sig, handler in old_handlers.items():
-            signal.signal(sig, handler)
-    if self._epoch is not None:
-        self._event("on_epoch_end")
-    summary = self._finish(log, signal_number, started)
-    self._event("on_train_end")
-    return summary
+    @torch.no_grad()
+    def generate_and_score(self, rows: list[dict]) -> RolloutRound:
+        "Steps 2–4 on this process's rows: sample_round, score, build_batch; the round's metrics."
+        args, accelerator, started = self.args, self.accelerator, time.perf_counter()
+        policy = accelerator.unwrap_model(self.model)
+        with accelerator.autocast():                           # 2: G completions each, N = rows × G
+            rollout = sample_round(policy, self.tokenizer, rows, self.sampling, self.tools)
+        rolled = time.perf_counter()
+        scores = score(rollout, rows, self.reward_funcs, self.tokenizer, args, self.state,
+                       accelerator)                                   # 3–4: rewards, advantages
+        scored = time.perf_counter()
+        batch = build_batch(rollout, scores, self.model, self.ref_model, args, self.plan,
+                            accelerator, self.placement)              # with π_old's, π_ref's
+        metrics = round_metrics(rollout, scores, batch, self.reward_names, accelerator)
+        metrics.update({"time/rollout": rolled - started, "time/rewards": scored - rolled,
+                        "time/ref_old_logps": time.perf_counter() - scored})
+        prompts = [r["prompt"] for r in rows for _ in range(args.num_generations)]
+        samples = completion_samples(prompts, scores.texts, scores.rewards.rewards[scores.mine],
+                                     scores.advantages, scores.extra_columns,
+                                     args.num_completions_to_print)
+        return RolloutRound(batch, metrics, samples)
 
-# %% ../nbs/api/15_trainer.ipynb #91701b01
-@patch
-def _new_round(self: GRPOTrainer, log: RunLog) -> None:
-    "Steps 1–4 of the next rollout round: prompts, completions, rewards, advantages, in batches."
-    args = self.args
-    rollout_round = self.step // self.plan.optimizer_steps_per_round
-    self._epoch_events(rollout_round * self.plan.prompts_per_round // len(self.train_dataset))
-    rows = self.prompt_rows(rollout_round)                                         # 1: prompts
-    batch, self._round_metrics, samples = self.generate_and_score(rows)          # 2–4
-    shuffle = torch.Generator().manual_seed(args.seed + rollout_round)
-    self._batches = split_round(batch, self.plan.optimizer_steps_per_pass, shuffle)
-    if args.log_completions:
-        log.completions(self.step + 1, samples)
+    def update(self, batch: RolloutBatch) -> dict:
+        "Step 5 on one optimizer step's rows: grpo_edu.step's `update` with this run's parts."
+        return update(self.model, self.optimizer, batch, self.args, plan=self.plan,
+                      options=self.loss_options, scheduler=self.scheduler,
+                      entropy_control=self.entropy_control, accelerator=self.accelerator,
+                      placement=self.placement, event=self._event)
 
-@patch
-def _epoch_events(self: GRPOTrainer, epoch: int) -> None:
-    "A round that starts a new epoch: the last one's on_epoch_end, then on_epoch_begin."
-    if epoch == self._epoch:
-        return
-    if self._epoch is not None:
-        self._event("on_epoch_end")
-    self._epoch = epoch
-    self._event("on_epoch_begin")
+    def _event(self, name: str, **kwargs) -> TrainerControl:
+        "Call every callback's `name` (on_log, on_save, ...) with the run's state and control."
+        self.state.global_step = self.step
+        handler = getattr(self.callback_handler, name)
+        self.control = handler(self.callback_args, self.state, self.control, **kwargs)
+        return self.control
 
-# %% ../nbs/api/15_trainer.ipynb #82f027b7
-@patch
-def _tool_tokenizer(self: GRPOTrainer, model, tokenizer):
-    "The tokenizer, checked for tools (check_tool_tokenizer) before any weight loads."
-    if self.placement.synced_generate:
-        raise GRPOEduError(
-            "tools with weights sharded over several processes (FSDP, ZeRO-3) are not "
-            "supported: their rollouts take different numbers of turns, and sharded "
-            "generation must step together. Use DDP (whole weights on each process)."
-        )
-    if tokenizer is None and isinstance(model, str):
-        tokenizer = load_tokenizer(model)
-    if tokenizer is None:
-        return None              # a loaded model without it: build_policy says so
-    return check_tool_tokenizer(tokenizer, self.args.chat_template_kwargs)
-
-@patch
-def _plan_steps(self: GRPOTrainer) -> None:
-    "The rollout round's StepPlan, max_steps (the rounds num_train_epochs needs), TrainerState."
-    args = self.args
-    self.plan = args.step_plan(self.accelerator.num_processes)   # what every counter reads
-    rounds = math.ceil(len(self.train_dataset) * args.num_train_epochs
-                       / self.plan.prompts_per_round)
-    planned = rounds * self.plan.optimizer_steps_per_round
-    self.max_steps = args.max_steps if args.max_steps > 0 else planned
-    # TRL's TrainerState: what reward functions and callbacks see.
-    self.state = TrainerState(max_steps=self.max_steps, num_train_epochs=args.num_train_epochs,
-                              logging_steps=args.logging_steps, save_steps=args.save_steps,
-                              train_batch_size=args.per_device_train_batch_size)
-    main = self.accelerator.is_main_process          # the one that prints, for transformers' callbacks
-    self.state.is_local_process_zero = self.state.is_world_process_zero = main
-
-@patch
-def _load_models(self: GRPOTrainer, model, tokenizer, peft_config):
-    "π_θ and its tokenizer (`build_policy`), prompts they would cut named, π_ref if beta > 0."
-    args, model_id = self.args, model if isinstance(model, str) else None
-    model, self.tokenizer = build_policy(model, tokenizer, args, peft_config)
-    if self.accelerator.is_main_process:
-        named = {"train_dataset": self.train_dataset, "eval_dataset": self.eval_dataset}
-        template = args.chat_template_kwargs
-        if self.tools:                      # the tools' schemas are part of every prompt
-            template = {**(template or {}), "tools": tool_schemas(self.tools)}
-        warn_long_prompts(self.tokenizer, named, args.max_prompt_length, template)
-    self.ref_model = None
-    if args.beta > 0 and not is_peft_model(model):                   # LoRA: adapters off
-        self.ref_model = reference_model(
-            model, model_id, args.torch_dtype, args.model_init_kwargs
-        )
-    return model
-
-@patch
-def _prepare(self: GRPOTrainer, model) -> None:
-    "Optimizer and schedule, then accelerate's prepare (DDP, FSDP, DeepSpeed); π_ref placed."
-    args, accelerator = self.args, self.accelerator
-    optimizer = make_optimizer(model, args)
-    warmup = args.num_warmup_steps(self.max_steps)
-    self.scheduler = get_scheduler(args.lr_scheduler_type, optimizer,
-                                   num_training_steps=self.max_steps, num_warmup_steps=warmup)
-    if self.placement.deepspeed:  # the engine reads the batch fields from its own config
-        fill_deepspeed_config(accelerator.state.deepspeed_plugin.deepspeed_config, args)
-    self.model, self.optimizer = accelerator.prepare(model, optimizer)
-    hf_logging.disable_progress_bar()              # one progress bar (ours), not one per shard
-    self.optimizer.zero_grad(set_to_none=True)   # a model handed over may carry gradients
-    if self.ref_model is not None:
-        self.ref_model = place_reference_model(
-            self.ref_model, accelerator, self.placement.zero3
-        )
-
-
-# %% ../nbs/api/15_trainer.ipynb #ce96bf7a
-def sampler_differs(
-    args: GRPOConfig,
-    mixed_precision: str,        # accelerate's: "bf16", "fp16" or "no"
-    param_dtype: torch.dtype,    # the policy's weights
-) -> str | None:                 # why q differs from π_θ where weights can correct it, or None
-    "What makes the rollout's q differ from π_θ on one support: a repetition penalty, bf16/fp16."
-    if args.repetition_penalty != 1:
-        return f"repetition_penalty={args.repetition_penalty} reshapes q"
-    if mixed_precision in ("bf16", "fp16") or param_dtype in (torch.bfloat16, torch.float16):
-        return "the rollout runs in half precision, with other kernels than the update's"
-    return None
-
-# %% ../nbs/api/15_trainer.ipynb #457b808c
-def correct_sampler(args: GRPOConfig, mixed_precision: str, param_dtype: torch.dtype) -> bool:
-    "vllm_importance_sampling_correction resolved: as set, or (none) on where `sampler_differs`."
-    if args.vllm_importance_sampling_correction is not None:
-        return args.vllm_importance_sampling_correction
-    vespo_sequence = args.loss_type == "vespo" and args.vllm_importance_sampling_mode.startswith(
-        "sequence"
-    )
-    return sampler_differs(args, mixed_precision, param_dtype) is not None and not vespo_sequence
-
-# %% ../nbs/api/15_trainer.ipynb #cc9306fb
-class SyncRefModelCallback(TrainerCallback):
-    "TR-DPO: every ref_model_sync_steps, π_ref ← α·π_θ + (1 − α)·π_ref (as TRL's callback)."
-    def __init__(self, ref_model, accelerator=None):
-        self.ref_model = ref_model        # π_ref, moved in place
-        self.accelerator = accelerator    # unwraps the prepared policy (None: use it as it is)
-
-    def on_step_end(self, args, state, control, model=None, **kwargs):
-        "After a step whose count is a multiple of ref_model_sync_steps: mix π_θ into π_ref."
-        if self.ref_model is None or state.global_step % args.ref_model_sync_steps:
+    def _epoch_events(self, epoch: int) -> None:
+        "A round that starts a new epoch: the last one's on_epoch_end, then on_epoch_begin."
+        if epoch == self._epoch:
             return
-        policy = model if self.accelerator is None else self.accelerator.unwrap_model(model)
-        sync_ref_model(policy, self.ref_model, args.ref_model_mixup_alpha)
+        if self._epoch is not None:
+            self._event("on_epoch_end")
+        self._epoch = epoch
+        self._event("on_epoch_begin")
 
-# %% ../nbs/api/15_trainer.ipynb #876cad43
-class GRPOFlowCallback(DefaultFlowCallback):
-    "The loop's flow: logging, evaluation, saving follow logging_steps, eval_steps, save_steps."
-    def on_step_end(self, args, state, control, **kwargs):
-        "The loop decides when to log, evaluate and save (HF's flow reads options it lacks)."
-        return control
+    # Building a run: each a step of __init__, in the order that makes bad input fail fast.
 
-    def on_epoch_end(self, args, state, control, **kwargs):
-        "Epochs end inside rollout rounds here: nothing to decide."
-        return control
+    def _tool_tokenizer(self, model, tokenizer):
+        "The tokenizer checked for tools (check_tool_tokenizer), before any weight loads."
+        if tokenizer is None and isinstance(model, str):
+            tokenizer = load_tokenizer(model)
+        if tokenizer is not None:    # a loaded model without it: build_policy says so
+            tokenizer = check_tool_tokenizer(tokenizer, self.args.chat_template_kwargs)
+        # The tool workers start now, importing the tools while the weights load.
+        refs = [r for r in map(tool_reference, self.tools) if r is not None]
+        if refs: tool_pool(self.args.tool_workers).load(refs)
+        return tokenizer
 
-# %% ../nbs/api/15_trainer.ipynb #f25130ce
-# TrainingArguments' fields and defaults, for the ones a GRPOConfig does not have
-TRAINING_ARGUMENTS_DEFAULTS = {f.name: f.default for f in dataclasses.fields(TrainingArguments)
-                               if f.default is not dataclasses.MISSING}
+    def _plan_steps(self) -> tuple[StepPlan, int, TrainerState]:
+        "The rollout round's StepPlan, max_steps (the rounds num_train_epochs needs), TrainerState."
+        args = self.args
+        plan = args.step_plan(self.accelerator.num_processes)   # what every counter reads
+        rounds = math.ceil(len(self.train_dataset) * args.num_train_epochs / plan.prompts_per_round)
+        max_steps = args.max_steps if args.max_steps > 0 else rounds * plan.optimizer_steps_per_round
+        # TRL's TrainerState: what reward functions and callbacks see.
+        state = TrainerState(max_steps=max_steps, num_train_epochs=args.num_train_epochs,
+                             logging_steps=args.logging_steps, save_steps=args.save_steps,
+                             train_batch_size=args.per_device_train_batch_size)
+        main = self.accelerator.is_main_process   # the one that prints, for transformers' callbacks
+        state.is_local_process_zero = state.is_world_process_zero = main
+        return plan, max_steps, state
 
-class CallbackArgs:
-    "A GRPOConfig as transformers' callbacks read TrainingArguments: its fields, then theirs."
-    def __init__(self, config: GRPOConfig):
-        self.config, metric = config, config.metric_for_best_model
-        greater = config.greater_is_better
-        # what TrainingArguments.__post_init__ makes of the same settings
-        self.implied = dict(
-            run_name=config.output_dir, logging_strategy=IntervalStrategy.STEPS,
-            eval_strategy=IntervalStrategy.STEPS if config.eval_steps else IntervalStrategy.NO,
-            save_strategy=SaveStrategy.STEPS if config.save_steps else SaveStrategy.NO,
-            greater_is_better=greater if greater is not None or metric is None
-            else not metric.endswith("loss"))
-
-    def __getattr__(self, name: str):
-        "The implied setting, the config's field, or TrainingArguments' default."
-        if name in ("config", "implied"):
-            raise AttributeError(name)
-        if name in self.implied:
-            return self.implied[name]
-        if hasattr(self.config, name):
-            return getattr(self.config, name)
-        if name in TRAINING_ARGUMENTS_DEFAULTS:
-            return TRAINING_ARGUMENTS_DEFAULTS[name]
-        raise AttributeError(f"neither GRPOConfig nor TrainingArguments has a field {name!r}")
-
-    def to_dict(self) -> dict:
-        "Every field, TrainingArguments' first, then the config's and the implied ones."
-        config = {f.name: getattr(self.config, f.name) for f in dataclasses.fields(self.config)}
-        return {**TRAINING_ARGUMENTS_DEFAULTS, **config, **self.implied}
-
-    def to_json_string(self) -> str:
-        "The fields as JSON (the TensorBoard callback writes it)."
-        return json.dumps(self.to_dict(), indent=2, default=str)
-
-    def to_sanitized_dict(self) -> dict:
-        "The fields as TensorBoard's hparams take them: numbers, strings and booleans, the rest str."
-        plain = (bool, int, float, str)
-        return {k: v if isinstance(v, plain) else str(v) for k, v in self.to_dict().items()}
-
-# %% ../nbs/api/15_trainer.ipynb #a1a23f28
-@patch
-def _callback_handler(self: GRPOTrainer, callbacks=None) -> CallbackHandler:
-    "transformers' CallbackHandler: the loop's flow, TR-DPO's sync (if on), then `callbacks`."
-    synced = (
-        [SyncRefModelCallback(self.ref_model, self.accelerator)]
-        if self.args.sync_ref_model
-        else []
-    )
-    given = [GRPOFlowCallback(), *synced, *(callbacks or [])]
-    self.callback_args = CallbackArgs(self.args)      # what callbacks read as TrainingArguments
-    return CallbackHandler(given, self.model, self.tokenizer, self.optimizer, self.scheduler)
-
-@patch
-def _event(self: GRPOTrainer, name: str, **kwargs) -> TrainerControl:
-    "Call every callback's `name` (on_log, on_save, ...) with the run's state and control."
-    self.state.global_step = self.step
-    handler = getattr(self.callback_handler, name)
-    self.control = handler(self.callback_args, self.state, self.control, **kwargs)
-    return self.control
-
-# %% ../nbs/api/15_trainer.ipynb #42bee04d
-@patch
-def prompt_rows(self: GRPOTrainer, rollout_round: int) -> list[dict]:
-    "Step 1: the dataset rows this process draws for rollout round `rollout_round` (`prompt_indices`)."
-    args = self.args
-    rank = self.accelerator.process_index
-    processes = self.accelerator.num_processes
-    indices = prompt_indices(len(self.train_dataset), self.plan.prompts_per_process, rollout_round,
-                             rank, processes, args.seed, args.shuffle_dataset)
-    return [self.train_dataset[i] for i in indices]
-
-# %% ../nbs/api/15_trainer.ipynb #76ec4eca
-class RolloutRound(NamedTuple):
-    "One rollout round with steps 1–4 done: the update's rows, the metrics, completions for the log."
-    batch: RolloutBatch
-    metrics: dict
-    samples: list
-
-@patch
-@torch.no_grad()
-def generate_and_score(
-    self: GRPOTrainer,
-    rows: list[dict],   # the round's dataset rows on this process (prompt_rows)
-) -> RolloutRound:
-    "Steps 2–4: G completions per prompt, rewards, group advantages; π_old's, π_ref's log-probs."
-    args, started = self.args, time.perf_counter()
-    rollout = self._rollout(rows)                       # 2: G completions each, N = rows × G
-    rolled = time.perf_counter()
-    texts = self.tokenizer.batch_decode(rollout.completion_ids, skip_special_tokens=True)
-    scores = self._score(rows, texts, rollout)  # 3: every process's rewards
-    advantages = self._advantages(scores)  # 4: the group baseline, (N·processes,) each
-    rewards = advantages.rewards
-    n, rank = len(texts), self.accelerator.process_index
-    mine = slice(rank * n, (rank + 1) * n)                                  # this process's rows
-    scored = time.perf_counter()
-    batch = self._rollout_batch(rollout, advantages.advantages[mine])   # with π_old's, π_ref's
-    times = {"time/rollout": rolled - started, "time/rewards": scored - rolled,
-             "time/ref_old_logps": time.perf_counter() - scored}
-    metrics = self._rollout_metrics(
-        rollout, scores, rewards, advantages, {**times, **self._sampling_metrics(batch)}
-    )
-    prompts = [r["prompt"] for r in rows for _ in range(args.num_generations)]
-    samples = completion_samples(prompts, texts, rewards[mine], advantages.advantages[mine],
-                                 scores.extra_columns, args.num_completions_to_print)
-    return RolloutRound(batch, metrics, samples)
-
-
-# %% ../nbs/api/15_trainer.ipynb #9555892d
-@dataclass
-class Rollout:
-    "Step 2's result: the prompts, and the G completions sampled for each (N = rows × G)."
-    prompt_ids: torch.Tensor            # (N, P) left-padded prompt ids
-    prompt_mask: torch.Tensor           # (N, P)
-    completion_ids: torch.Tensor        # (N, K) right-padded completion ids
-    completion_mask: torch.Tensor       # (N, K) 1 up to and including EOS
-    truncated: torch.Tensor             # (N,) bool: no EOS within max_completion_length
-    logq: torch.Tensor | None = None    # (N, K) the sampler's log q (None: not asked for)
-    turns: ToolRollout | None = None    # a tool rollout's turns and tool mask (tools only)
-
-# %% ../nbs/api/15_trainer.ipynb #17423534
-@patch
-def _rollout(self: GRPOTrainer, rows: list[dict]) -> Rollout:
-    "Step 2: G completions per prompt (several turns when the model may call tools)."
-    args = self.args
-    ids, mask = self._encode_prompts(rows)                                              # (N, P)
-    model = self.accelerator.unwrap_model(self.model)
-    sampling = self._sampling()
-    with explain_oom("rollout"), self.accelerator.autocast():
-        if self.tools:  # several turns: sample, run the calls, continue the callers
-            turns = tool_rollout(model, self.tokenizer, ids, mask, self.tools,
-                                 args.max_completion_length, args.max_tool_calling_iterations,
-                                 args.tool_timeout, args.chat_template_kwargs,
-                                 tool_workers=args.tool_workers,
-                                 max_tool_result_chars=args.max_tool_result_chars, **sampling)
-            return Rollout(ids, mask, turns.completion_ids, turns.completion_mask, turns.truncated,
-                           turns.logprobs, turns)
-        completion_ids, completion_mask, truncated, *logq = generate_completions(  # (N, K), (N,)
-            model, self.tokenizer, ids, mask, args.max_completion_length, **sampling)
-    return Rollout(
-        ids, mask, completion_ids, completion_mask, truncated, logq[0] if logq else None
-    )
-
-@patch
-def _encode_prompts(self: GRPOTrainer, rows: list[dict]) -> tuple[torch.Tensor, torch.Tensor]:
-    "The rows' prompts as left-padded ids and mask, each repeated G times: (N, P), N = rows × G."
-    args, prompts = self.args, [r["prompt"] for r in rows]
-    if self.tools:                                     # the tools' schemas are shown in the prompt
-        ids, mask = encode_tool_prompts(
-            self.tokenizer, prompts, self.tools, args.max_prompt_length, args.chat_template_kwargs
-        )
-    else:
-        ids, mask = encode_prompts(self.tokenizer, prompts, args.max_prompt_length,
-                                   args.chat_template_kwargs)
-    G, device = args.num_generations, self.accelerator.device
-    return ids.repeat_interleave(G, 0).to(device), mask.repeat_interleave(G, 0).to(device)
-
-@patch
-def _sampling(self: GRPOTrainer) -> dict:
-    "The rollout's sampling settings (GRPOConfig's), its engine, and whether log q comes back."
-    args = self.args
-    return dict(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k, min_p=args.min_p,
-                repetition_penalty=args.repetition_penalty, engine=self.engine,
-                compile=args.rollout_compile, release=args.rollout_release_memory,
-                synced_gpus=self.placement.synced_generate, return_logprobs=self.sampler_correction)
-
-# %% ../nbs/api/15_trainer.ipynb #2aeea3aa
-class Scores(NamedTuple):
-    "Step 3's result: every reward function's value of every completion, over every process."
-    per_func: torch.Tensor    # (N · processes, F) NaN where a function does not score a completion
-    logged: dict              # what reward functions passed to log_metric (this process's)
-    extra_columns: dict       # what they passed to log_extra, for completions.jsonl
-
-@patch
-def _score(self: GRPOTrainer, rows, texts, rollout: Rollout) -> Scores:
-    "Step 3: every reward function on every completion (TRL's arguments), over every process."
-    self.state.global_step = self.step  # what reward functions see as trainer_state
-    rounds_done = self.step // self.plan.optimizer_steps_per_round
-    drawn = rounds_done * self.plan.prompts_per_round
-    self.state.epoch = drawn / len(self.train_dataset)
-    # With tools a completion is the conversation after the prompt (TRL's), else its text.
-    completions = texts if rollout.turns is None else rollout.turns.completions
-    per_func, logged, extra_columns = score_completions(
-        self.reward_funcs, rows, completions, rollout.completion_ids, rollout.completion_mask,
-        self.state)
-    per_func = self.accelerator.gather(per_func.to(self.accelerator.device))  # (N·processes, F)
-    return Scores(per_func, logged, extra_columns)
-
-
-# %% ../nbs/api/15_trainer.ipynb #8e09b68e
-@patch
-def _advantages(self: GRPOTrainer, scores: Scores) -> RewardsAndAdvantages:
-    "Step 4: weighted rewards and group advantages over every process (`rewards_and_advantages`)."
-    args = self.args
-    return rewards_and_advantages(scores.per_func, self.reward_weights, args.num_generations,
-                                  args.scale_rewards, args.multi_objective_aggregation)
-
-# %% ../nbs/api/15_trainer.ipynb #27589048
-@dataclass
-class RolloutBatch:
-    "The update's rows: one rollout round's, one optimizer step's or one micro-batch's N completions."
-    input_ids: torch.Tensor             # (N, P + K) prompt ‖ completion ids (prompts left-padded)
-    attention_mask: torch.Tensor        # (N, P + K) 1 on the tokens the model reads
-    logits_to_keep: int                 # K: the completion's columns, the ones scored (TRL's name)
-    mask: torch.Tensor                  # (N, K) loss mask: the sampled tokens the loss trains on
-    advantages: torch.Tensor            # (N,) each completion's group advantage
-    num_items_in_batch: torch.Tensor    # () float: the round's completion tokens, every process (TRL's)
-    old_logps: torch.Tensor | None = None      # (N, K) log π_old (None: π_old = π_θ)
-    ref_logps: torch.Tensor | None = None      # (N, K) log π_ref (None: beta = 0)
-    sampler: SamplerCorrection | None = None   # the rollout's q ≠ π_old: its correction
-
-    def __len__(self) -> int:
-        return self.input_ids.size(0)
-
-    def completion_lengths(self) -> torch.Tensor:
-        "(N,) the completion tokens each row reads: its attention mask over the last K columns."
-        return self.attention_mask[:, -self.logits_to_keep:].sum(1)
-
-    def rows(self, index: torch.Tensor) -> "RolloutBatch":
-        "The rows `index` of every per-row field (logits_to_keep and num_items_in_batch stay)."
-        pick = lambda t: t[index]
-        return self._each(pick, pick, pick, lambda s: s.rows(index))
-
-    def cut(self, k: int) -> "RolloutBatch":
-        "The first k completion columns (after a micro-batch's longest completion: padding only)."
-        width = self.input_ids.size(1) - self.logits_to_keep + k   # prompt width + k
-        return self._each(lambda t: t[:, :width], lambda t: t[:, :k], lambda t: t,
-                          lambda s: s.cut(k), logits_to_keep=k)
-
-    def _each(self, sequence, completion, row, sampler, **changes) -> "RolloutBatch":
-        "Apply `sequence` to the (N, P + K) fields, `completion` to the (N, K), `row` to the (N,)."
-        maybe = lambda f, t: None if t is None else f(t)
-        return dataclasses.replace(
-            self, input_ids=sequence(self.input_ids), attention_mask=sequence(self.attention_mask),
-            mask=completion(self.mask), old_logps=maybe(completion, self.old_logps),
-            ref_logps=maybe(completion, self.ref_logps), advantages=row(self.advantages),
-            sampler=maybe(sampler, self.sampler), **changes)
-
-    def to_dict(self) -> dict:
-        "Plain data (tensors, numbers, None) for a checkpoint, which unpickles nothing else."
-        sampler = None if self.sampler is None else (self.sampler.ratio, self.sampler.logps)
-        return {
-            **{f.name: getattr(self, f.name) for f in dataclasses.fields(self)},
-            "sampler": sampler,
-        }
-
-    @classmethod
-    def from_dict(cls, saved: dict) -> "RolloutBatch":
-        "The batch `to_dict` saved."
-        sampler = None if saved["sampler"] is None else SamplerCorrection(*saved["sampler"])
-        return cls(**{**saved, "sampler": sampler})
-
-# %% ../nbs/api/15_trainer.ipynb #fe1e3ae5
-@patch
-def _rollout_batch(self: GRPOTrainer, rollout: Rollout, advantages: torch.Tensor) -> RolloutBatch:
-    "The update's rows, whole: prompt ‖ completion, loss mask, advantages, π_old, π_ref, q's weights."
-    seen = rollout.completion_mask                                                        # (N, K)
-    if self.args.mask_truncated_completions:
-        seen = seen * (~rollout.truncated).long()[:, None]
-    # Tool results are read (attention) but were not sampled: out of the loss, the KL and the
-    # token counts (as TRL's).
-    mask = seen if rollout.turns is None else seen * rollout.turns.tool_mask  # (N, K)
-    tokens = self.accelerator.gather(mask.sum()[None]).sum().float()  # every process's tokens
-    input_ids = torch.cat([rollout.prompt_ids, rollout.completion_ids], 1)     # (N, P + K)
-    attention_mask = torch.cat([rollout.prompt_mask, seen], 1)
-    K, logq = rollout.completion_ids.size(1), rollout.logq
-    old_logps, ref_logps = self._old_and_ref_logps(input_ids, attention_mask, K, logq is not None)
-    sampler = None if logq is None else self._sampler_correction(old_logps, logq, mask)
-    return RolloutBatch(input_ids, attention_mask, K, mask, advantages, tokens, old_logps,
-                        ref_logps, sampler)
-
-@patch
-def _lm_head_chunk(self: GRPOTrainer) -> int | None:
-    "lm_head_chunk_size where this process holds the whole lm_head weight; else None (all logits)."
-    return self.args.lm_head_chunk_size if self.placement.whole_lm_head else None
-
-@patch
-def _old_and_ref_logps(self: GRPOTrainer, input_ids, attention_mask, logits_to_keep: int,
-                       correct: bool = False) -> tuple:  # ((N, K) log π_old or None, log π_ref or None)
-    "log π_old (π_θ moves, or `correct`: a sampler to correct), log π_ref (beta > 0)."
-    args, chunk, old_logps, ref_logps = self.args, self._lm_head_chunk(), None, None
-    # π_ref's own weights are whole on every process unless ZeRO-3 shards them like π_θ's.
-    whole_ref = self.ref_model is not None and not self.placement.zero3
-    ref_chunk = args.lm_head_chunk_size if whole_ref else chunk
-    # (N, K) log-probs of the batch's completions under `model`
-    logps = lambda model, chunk_size=chunk: per_token_logps(
-        model, input_ids, attention_mask, logits_to_keep, args.temperature,
-        args.per_device_train_batch_size, chunk_size=chunk_size)
-    with explain_oom("reference log-probs"), self.accelerator.autocast():
-        if self.plan.optimizer_steps_per_round > 1 or correct:
-            old_logps = logps(self.model)
-        if args.beta > 0:  # its own model, or (LoRA) the policy, adapters off
-            policy = self.accelerator.unwrap_model(self.model)
-            ref_logps = reference_logps(policy, self.ref_model,
-                                        lambda model: logps(model, ref_chunk))
-    return old_logps, ref_logps
-
-@patch
-def _sampler_correction(self: GRPOTrainer, old_logps, logq, mask) -> SamplerCorrection:
-    "TRL's importance weights π_old / q of the sampled tokens (vllm_importance_sampling_*)."
-    args = self.args
-    ratio = importance_sampling_ratio(old_logps, logq, mask,                  # (N, K) or (N, 1)
-                                      args.vllm_importance_sampling_mode,
-                                      args.vllm_importance_sampling_clip_min,
-                                      args.vllm_importance_sampling_clip_max)
-    return SamplerCorrection(ratio, logq)
-
-@patch
-def _sampling_metrics(self: GRPOTrainer, batch: RolloutBatch) -> dict:
-    "TRL's sampling/* metrics of a corrected batch over every process ({} without a correction)."
-    if batch.sampler is None:
-        return {}
-    gather = lambda value: self.accelerator.gather(value[None])
-    local = sampling_metrics(batch.old_logps, batch.sampler.logps, batch.sampler.ratio, batch.mask)
-    reduce = {"max": torch.max, "min": torch.min, "mean": torch.mean}   # TRL's, over the processes
-    return {
-        name: reduce[name.rsplit("/", 1)[1]](gather(value)).item() for name, value in local.items()
-    }
-
-# %% ../nbs/api/15_trainer.ipynb #d5bc860b
-@patch
-def _rollout_metrics(self: GRPOTrainer, rollout: Rollout, scores: Scores, rewards, advantages,
-                        phases: dict) -> dict:
-    "The rollout round's metrics (TRL's names), all processes: rewards, lengths, times, tools, logs."
-    gather, turns = self.accelerator.gather, rollout.turns
-    sampled = (
-        rollout.completion_mask if turns is None else rollout.completion_mask * turns.tool_mask
-    )
-    lengths, truncated = gather(sampled.sum(1).float()), gather(rollout.truncated.float())
-    logged = gather_object([{k: (sum(v), len(v)) for k, v in scores.logged.items()}])
-    reported = generation_metrics(
-        rewards, scores.per_func, self.reward_names, advantages.std, lengths, truncated
-    )
-    tools = {} if turns is None else self._tool_metrics(turns)
-    return {**reported, **phases, **tools, **logged_means(logged)}
-
-@patch
-def _tool_metrics(self: GRPOTrainer, turns) -> dict:
-    "TRL's tools/call_frequency and tools/failure_frequency, the counts summed over every process."
-    counts = torch.tensor([turns.tool_calls, turns.tool_failures, len(turns.completions)],
-                          device=self.accelerator.device)
-    calls, failures, rows = self.accelerator.gather(counts[None]).sum(0).tolist()
-    return tool_metrics(calls, failures, rows)
-
-# %% ../nbs/api/15_trainer.ipynb #d6b96d98
-def split_round(
-    batch: RolloutBatch,                       # one rollout round's rows
-    n_steps: int,  # batches: one per optimizer step of one pass (micro-batches / GA)
-    generator: torch.Generator | None = None,  # the shuffle's randomness
-) -> list[RolloutBatch]:                       # n_steps batches of N / n_steps rows each
-    "Shuffle one rollout round's rows (as TRL does) and cut them into the batches of `n_steps` steps."
-    if n_steps == 1:
-        return [batch]
-    order = torch.randperm(len(batch), generator=generator).to(batch.input_ids.device)
-    return [batch.rows(rows) for rows in order.chunk(n_steps)]
-
-# %% ../nbs/api/15_trainer.ipynb #05a13cce
-@patch
-def update(
-    self: GRPOTrainer,
-    batch: RolloutBatch,  # one optimizer step's rows (generate_and_score, split_round)
-) -> dict:  # the step's metrics: loss, grad_norm, learning_rate, kl, entropy, clips, times
-    "Step 5: one optimizer step over the batch's micro-batches: GRPO's loss, backward, clip, step."
-    args, started = self.args, time.perf_counter()
-    self.model.train()
-    with_bonus = self.entropy_control.on
-    coef = self.entropy_control.coef_now()
-    sums = {}
-    # Bucketing only regroups rows; bnpo and the entropy bonus average per micro-batch: in order.
-    bucket = args.bucket_by_length and args.loss_type != "bnpo" and not with_bonus
-    parts = micro_batches(batch.completion_lengths(), args.per_device_train_batch_size, bucket)
-    for j, rows in enumerate(parts):
-        part = micro_batch(batch, rows)  # (b, P + k), (b, k)
-        last = j == len(parts) - 1
-        boundary = accumulation_boundary(self.accelerator, self.placement, self.model, last)
-        # Under gradient checkpointing autocast keeps no weight cache (update_autocast says why).
-        autocast = self.accelerator.autocast(update_autocast(args))
-        with boundary, explain_oom("the policy update (forward/backward)"), autocast:
-            add_sums(sums, self._micro_batch_loss(part, coef, first=j == 0))
-        if not last:
-            self._event("on_substep_end")
-    stepped = time.perf_counter()
-    out = {**self._optimizer_step(), **reduce_means(self.accelerator, sums)}  # over every process
-    if with_bonus:
-        out["entropy_coef"] = self.entropy_control.step(out.pop("controller_entropy"))
-    return {**out, "time/forward_backward": stepped - started,
-            "time/optimizer": time.perf_counter() - stepped}
-
-# %% ../nbs/api/15_trainer.ipynb #bdfc9b6f
-def micro_batches(
-    lengths: torch.Tensor,  # (n,) completion length of each row
-    size: int,              # rows per micro-batch
-    # sort rows by length first (stable): each micro-batch holds similar lengths
-    by_length: bool = True,
-) -> list[torch.Tensor]:    # row indices of each micro-batch
-    "Split n rows into micro-batches of `size`, in order or bucketed by completion length."
-    in_order = torch.arange(len(lengths), device=lengths.device)
-    return list((torch.argsort(lengths, stable=True) if by_length else in_order).split(size))
-
-# %% ../nbs/api/15_trainer.ipynb #ca916125
-def micro_batch(
-    batch: RolloutBatch,   # a step's rows
-    rows: torch.Tensor,    # the row indices of one micro-batch
-) -> RolloutBatch:         # (b, P + k) and (b, k): cut to the rows' longest completion
-    "One micro-batch of a step's rows, cut to its longest completion (after it: padding only)."
-    part = batch.rows(rows)
-    return part.cut(max(int(part.completion_lengths().max()), 1))
-
-# %% ../nbs/api/15_trainer.ipynb #8e27984c
-@patch
-def _micro_batch_loss(self: GRPOTrainer, part: RolloutBatch, coef: float, first: bool) -> dict:
-    "One micro-batch: forward, GRPO's loss (and the entropy terms), backward; its metrics as sums."
-    args, with_bonus = self.args, self.entropy_control.on
-    processes = self.accelerator.num_processes
-    logps, entropies = per_token_logps(                                                   # (b, k)
-        self.model, part.input_ids, part.attention_mask, part.logits_to_keep, args.temperature,
-        compute_entropy=True, entropy_grad=with_bonus, chunk_size=self._lm_head_chunk())
-    entropy = self._entropy_terms(entropies, part.mask, coef)
-    norm = loss_normaliser(args.loss_type, part.num_items_in_batch, self.plan.optimizer_steps_per_pass,
-                           processes, args.gradient_accumulation_steps)   # TRL's num_items_in_batch
-    out = grpo_loss(logps, part.old_logps, part.ref_logps, part.advantages, part.mask,
-                    self.loss_options, part.sampler, entropy.keep, norm.num_items_in_batch)
-    policy_loss = out.loss / norm.divisor
-    loss = policy_loss + entropy.bonus  # TRL's entropy_coef
-    backward(self.accelerator, self.placement, loss)
-    once = float(first)  # the losses: summed over micro-batches, one per process
-    sums = {"loss": (loss.item(), once), "entropy": masked_sum(entropies, part.mask)}
-    if with_bonus:
-        sums.update(policy_loss=(policy_loss.item(), once),
-                    controller_entropy=masked_sum(entropies, entropy.trained))
-    return add_sums(sums, out.stats)
-
-# %% ../nbs/api/15_trainer.ipynb #e72bcbba
-class EntropyTerms(NamedTuple):
-    "What a micro-batch's token entropies add to the loss."
-    # (b, k) bool: the high-entropy tokens the loss trains on (None: all)
-    keep: torch.Tensor | None
-    trained: torch.Tensor        # (b, k) the loss mask with `keep` applied
-    bonus: torch.Tensor | float  # − coef × the mean entropy of the trained tokens (0: no bonus)
-
-@patch
-def _entropy_terms(self: GRPOTrainer, entropies, mask, coef: float) -> EntropyTerms:
-    "TRL's top_entropy_quantile mask (every process's tokens) and entropy bonus (entropy_coef)."
-    args, keep = self.args, None
-    if args.top_entropy_quantile < 1:
-        gather = partial(gather_values, self.accelerator)  # every process's entropies
-        keep = high_entropy_mask(entropies.detach(), mask, args.top_entropy_quantile, gather)
-    trained = mask if keep is None else mask * keep  # the tokens the loss sees
-    bonus = 0
-    if self.entropy_control.on:
-        bonus = entropy_bonus(entropies, trained, coef, args.gradient_accumulation_steps)
-    return EntropyTerms(keep, trained, bonus)
-
-# %% ../nbs/api/15_trainer.ipynb #8331ca31
-@patch
-def _optimizer_step(self: GRPOTrainer) -> dict:
-    "Clip (max_grad_norm 0: measure only), step unless the norm is NaN/inf; the schedule moves on."
-    args, model = self.args, self.model
-    grad_norm = self.accelerator.clip_grad_norm_(
-        model.parameters(), args.max_grad_norm or math.inf
-    )
-    # DeepSpeed clips inside its own step and may return no norm here.
-    grad_norm = float(grad_norm) if grad_norm is not None else float("nan")
-    skipped = (
-        not model.was_step_applied() if self.placement.deepspeed else not math.isfinite(grad_norm)
-    )
-    learning_rate = self.scheduler.get_last_lr()[0]
-    self._event("on_pre_optimizer_step")
-    if not skipped:
-        self.optimizer.step()
-    self._event("on_optimizer_step")
-    # the schedule counts steps as self.step does: torch's 'order' is moot
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", "Detected call of `lr_scheduler.step")
-        self.scheduler.step()
-    self.optimizer.zero_grad(set_to_none=True)
-    return {"grad_norm": grad_norm, "learning_rate": learning_rate, "skipped_step": int(skipped)}
-
-# %% ../nbs/api/15_trainer.ipynb #a4c2af68
-@patch
-def _start_run(self: GRPOTrainer) -> RunLog:
-    "Resume if asked (else set a replaced run aside until a checkpoint), open the log, evaluate."
-    args, main, out = self.args, self.accelerator.is_main_process, Path(self.args.output_dir)
-    resumed = self._resume(args.resume_from_checkpoint) if args.resume_from_checkpoint else None
-    self._replaced = None
-    if args.overwrite_output_dir and resumed is None and main:
-        # Moved, not deleted: a crash before this run's first checkpoint leaves the old run whole.
-        self._replaced = set_aside_run(out)
-        if self._replaced is not None:
-            print(
-                f"[grpo-edu] overwrite_output_dir: the previous run in {out} is set aside in"
-                f" {self._replaced} and deleted once this run's first checkpoint is saved (until"
-                " then, move its contents back to recover it)"
-            )
-    # RunLog also writes the run's settings to config.yaml.
-    log = RunLog(out, args.report_to, resumed, self.health, main, self.max_steps,
-                 args.logging_steps, config=args)
-    if resumed is None and self.eval_dataset is not None:
-        self.eval_before = self.evaluate()
-    log.start()                                # the progress bar, after the evaluation's own
-    return log
-
-# %% ../nbs/api/15_trainer.ipynb #10c2e93e
-@patch
-def _after_step(self: GRPOTrainer, log: RunLog, row: dict) -> int:
-    "After an optimizer step: callbacks, stop signal, evaluation, log, checkpoint; the signal."
-    self._event("on_step_end")                        # TR-DPO's reference update among them
-    signal_number = self.stop_signal.agreed(self.accelerator)  # the same on every process
-    ending = bool(signal_number) or self.control.should_training_stop
-    logged = log.step(row, self.step, self._evaluate_if_due(log, ending), ending)
-    if logged is not None:
-        self.state.log_history.append(logged)
-        self._event("on_log", logs=logged)
-    # An on_log callback may have asked to stop just now: then no periodic checkpoint either.
-    self._save_if_due(log, ending or self.control.should_training_stop)
-    return signal_number
-
-@patch
-def _evaluate_if_due(self: GRPOTrainer, log: RunLog, ending: bool) -> dict | None:
-    "The held-out accuracy every eval_steps (the last step's is eval_after)."
-    args = self.args
-    due = args.eval_steps and self.step % args.eval_steps == 0 and self.step < self.max_steps
-    if not due or ending or self.eval_dataset is None:
-        return None
-    evaluation = self.evaluate()
-    log.evaluation(self.step, evaluation)
-    metrics = {**evaluation, **eval_metrics(evaluation)}   # TRL's names: eval_accuracy, ...
-    self._event("on_evaluate", metrics=metrics)
-    self._note_best(metrics)
-    return evaluation
-
-@patch
-def _note_best(self: GRPOTrainer, metrics: dict) -> None:
-    "state.best_metric, kept as transformers' Trainer keeps it for metric_for_best_model."
-    name, args = self.args.metric_for_best_model, self.callback_args
-    if name is None:
-        return
-    value = metrics.get(name if name.startswith("eval_") else f"eval_{name}")
-    better = operator.gt if args.greater_is_better else operator.lt
-    if value is not None and (self.state.best_metric is None or better(value, self.state.best_metric)):
-        self.state.best_metric, self.state.best_global_step = value, self.step
-
-@patch
-def _save_if_due(self: GRPOTrainer, log: RunLog, ending: bool) -> None:
-    "A checkpoint every save_steps, with the plots so far (the last step saves in _finish)."
-    args = self.args
-    due = args.save_steps and self.step % args.save_steps == 0 and self.step < self.max_steps
-    if due and not ending:
-        self.save()
-        self._event("on_save")
-        if log.main: plot_training(args.output_dir, self.eval_before)
-
-# %% ../nbs/api/15_trainer.ipynb #d2f58be6
-@patch
-def _finish(self: GRPOTrainer, log: RunLog,
-            signal_number: int,  # the signal that stopped the run (0: it ran to its end)
-            started: float) -> dict:
-    "Save; after a stop signal, say how to continue; else evaluate after, plot, summary.json."
-    checkpoint = self.save()
-    out = Path(self.args.output_dir)
-    self._event("on_save")
-    if signal_number:
-        name = signal.Signals(signal_number).name
-        plots = plot_training(out, self.eval_before) if log.main else []
+    def _load_models(self, model, tokenizer, peft_config) -> tuple:
+        "π_θ and its tokenizer (`build_policy`), prompts they would cut named; π_ref if beta > 0."
+        args, model_id = self.args, model if isinstance(model, str) else None
+        model, tokenizer = build_policy(model, tokenizer, args, peft_config)
         if self.accelerator.is_main_process:
-            print(
-                f"[grpo-edu] interrupted ({name}): saved {checkpoint}, plots in {out / 'plots'}."
-                f" Continue with --resume_from_checkpoint {checkpoint}"
-            )
-        return {"interrupted": True, "signal": name, "exit_status": 128 + signal_number,
-                "checkpoint": str(checkpoint), "steps": self.step, "plots": plots}
-    summary = {
-        "steps": self.step,
-        "wall_s": round(time.time() - started, 1),
-        "checkpoint": str(checkpoint),
-    }
-    if self.eval_dataset is not None:
-        summary["eval_before"], summary["eval_after"] = self.eval_before, self.evaluate()
-    summary["health"] = self.health.summary()
-    after = summary.get("eval_after")
-    summary["plots"] = plot_training(out, self.eval_before, after) if log.main else []
-    return log.summary(summary)
+            named = {"train_dataset": self.train_dataset, "eval_dataset": self.eval_dataset}
+            template = args.chat_template_kwargs
+            if self.tools:                      # the tools' schemas are part of every prompt
+                template = {**(template or {}), "tools": tool_schemas(self.tools)}
+            warn_long_prompts(tokenizer, named, args.max_prompt_length, template)
+        ref_model = None
+        if args.beta > 0 and not is_peft_model(model):                   # LoRA: adapters off
+            ref_model = reference_model(model, model_id, args.torch_dtype, args.model_init_kwargs)
+        return model, tokenizer, ref_model
 
-# %% ../nbs/api/15_trainer.ipynb #a3ec1599
-@patch
-def evaluate(self: GRPOTrainer, dataset=None, max_samples: int | None = None, batch_size: int = 64,
-             max_new_tokens: int | None = None) -> dict | None:
-    "Greedy pass@1 on rows with `prompt` and `answer` (None: eval_dataset); tools: tool rollouts."
-    args, dataset = self.args, dataset if dataset is not None else self.eval_dataset
-    if dataset is None or "answer" not in dataset.column_names:
-        return None
-    model, rows = self.accelerator.unwrap_model(self.model), max_samples or args.eval_max_samples
-    return evaluate_on_processes(
-        model,
-        self.tokenizer,
-        dataset,
-        self.accelerator,
-        max_new_tokens or args.max_completion_length,
-        rows,
-        batch_size,
-        equal_batches=self.placement.sharded_weights,
-        engine=self.engine,
-        synced_gpus=self.placement.synced_generate,
-        max_prompt_length=args.max_prompt_length,
-        chat_template_kwargs=args.chat_template_kwargs,
-        tools=self.tools,
-        max_tool_calling_iterations=args.max_tool_calling_iterations,
-        tool_timeout=args.tool_timeout,
-        tool_workers=args.tool_workers,
-        max_tool_result_chars=args.max_tool_result_chars,
-    )
+    def _prepare(self, model, ref_model) -> tuple:
+        "Optimizer and schedule, then accelerate's prepare (DDP, FSDP, DeepSpeed); π_ref placed."
+        args, accelerator = self.args, self.accelerator
+        optimizer = make_optimizer(model, args)
+        warmup = args.num_warmup_steps(self.max_steps)
+        scheduler = get_scheduler(args.lr_scheduler_type, optimizer,
+                                  num_training_steps=self.max_steps, num_warmup_steps=warmup)
+        if self.placement.deepspeed:  # the engine reads the batch fields from its own config
+            fill_deepspeed_config(accelerator.state.deepspeed_plugin.deepspeed_config, args)
+        model, optimizer = accelerator.prepare(model, optimizer)
+        hf_logging.disable_progress_bar()            # one progress bar (ours), not one per shard
+        optimizer.zero_grad(set_to_none=True)        # a model handed over may carry gradients
+        if ref_model is not None:
+            ref_model = place_reference_model(ref_model, accelerator, self.placement.zero3)
+        return model, optimizer, scheduler, ref_model
 
-# %% ../nbs/api/15_trainer.ipynb #4f52bb6f
-@patch
-def save(self: GRPOTrainer) -> Path | None:
-    "Save an atomic checkpoint of all that continuing exactly needs (the main process renames it)."
-    args, pending = self.args, None
-    # Mid-round: keep its rest, or a resume would sample anew for its remaining steps.
-    if self._batches is not None and self.step % self.plan.optimizer_steps_per_round:
-        rest = send_to_device([b.to_dict() for b in self._batches], "cpu")
-        pending = gather_object([(rest, self._round_metrics)])
-    state = {"eval_before": self.eval_before, "optim": args.optim,
-             "health": {"fired": self.health.fired, "skipped": self.health.skipped_steps},
-             "entropy_control": self.entropy_control.state_dict(),
-             **({"rollout_round": pending} if pending is not None else {})}
-    moved_reference = self.ref_model if args.sync_ref_model else None   # π_ref has moved (TR-DPO)
-    path = save_run(self.accelerator, self.model, self.optimizer, self.scheduler, self.tokenizer,
-                    args.output_dir, self.step, state, self.placement.sharded_optimizer,
-                    args.save_total_limit, reference=moved_reference)
-    # The run this one replaces (overwrite_output_dir) goes once this run has a checkpoint.
-    if path is not None and getattr(self, "_replaced", None) is not None:
-        deleted = delete_set_aside(args.output_dir)
-        print(f"[grpo-edu] overwrite_output_dir: deleted {deleted} checkpoint(s) of the previous"
-              f" run ({self._replaced}), now that {path.name} is saved")
-        self._replaced = None
-    return path
+    # The run's bookkeeping: its start, each step's callbacks, log and checkpoints, its end.
 
-# %% ../nbs/api/15_trainer.ipynb #288ab259
-@patch
-def _resume(self: GRPOTrainer, path) -> int:
-    "Load a checkpoint's weights, optimizer, scheduler, RNG, step and trainer state; the step."
-    accelerator, args = self.accelerator, self.args
-    state, folder = restore_run(accelerator, self.model, self.optimizer, self.scheduler, path,
-                                args.output_dir, self.placement.sharded_optimizer, args.optim)
-    self.step, self.eval_before = state["step"], state.get("eval_before")
-    self.health.fired = state["health"]["fired"]
-    self.health.skipped_steps = state["health"]["skipped"]
-    if args.use_adaptive_entropy and "entropy_control" in state:  # where the controller had got to
-        self.entropy_control.load_state_dict(state["entropy_control"])
-    if args.sync_ref_model and (folder / "reference").is_dir():      # the moved π_ref (TR-DPO)
-        load_weights(self.ref_model, read_safetensors(folder / "reference"), path)
-    pending = state.get("rollout_round")  # a round's rest, if it still fits
-    fits = pending and len(pending) == accelerator.num_processes
-    if fits and len(pending[0][0]) == self.plan.optimizer_steps_per_pass:
-        batches, self._round_metrics = pending[accelerator.process_index]
-        batches = send_to_device(batches, accelerator.device)
-        self._batches = [RolloutBatch.from_dict(b) for b in batches]
-    return self.step
+    def _start_run(self) -> RunLog:
+        "Resume if asked (else set a replaced run aside until a checkpoint), open the log, evaluate."
+        args, main, out = self.args, self.accelerator.is_main_process, Path(self.args.output_dir)
+        resumed = self._resume(args.resume_from_checkpoint) if args.resume_from_checkpoint else None
+        if args.overwrite_output_dir and resumed is None and main:
+            # Moved, not deleted: a crash before this run's first checkpoint leaves the old run whole.
+            self._replaced = set_aside_run(out)
+            if self._replaced is not None:
+                print(f"[grpo-edu] overwrite_output_dir: the previous run in {out} is set aside in"
+                      f" {self._replaced} and deleted once this run's first checkpoint is saved"
+                      " (until then, move its contents back to recover it)")
+        # RunLog also writes the run's settings to config.yaml.
+        log = RunLog(out, args.report_to, resumed, self.health, main, self.max_steps,
+                     args.logging_steps, config=args)
+        if resumed is None and self.eval_dataset is not None:
+            self.eval_before = self.evaluate()
+        log.start()                                # the progress bar, after the evaluation's own
+        return log
+
+    def _after_step(self, log: RunLog, row: dict) -> int:
+        "After an optimizer step: callbacks, stop signal, evaluation, log, checkpoint; the signal."
+        self._event("on_step_end")                        # TR-DPO's reference update among them
+        signal_number = self.stop_signal.agreed(self.accelerator)  # the same on every process
+        ending = bool(signal_number) or self.control.should_training_stop
+        logged = log.step(row, self.step, self._evaluate_if_due(log, ending), ending)
+        if logged is not None:
+            self.state.log_history.append(logged)
+            self._event("on_log", logs=logged)
+        # An on_log callback may have asked to stop just now: then no periodic checkpoint either.
+        self._save_if_due(log, ending or self.control.should_training_stop)
+        return signal_number
+
+    def _evaluate_if_due(self, log: RunLog, ending: bool) -> dict | None:
+        "The held-out accuracy every eval_steps (the last step's is eval_after)."
+        args = self.args
+        due = args.eval_steps and self.step % args.eval_steps == 0 and self.step < self.max_steps
+        if not due or ending or self.eval_dataset is None:
+            return None
+        evaluation = self.evaluate()
+        log.evaluation(self.step, evaluation)
+        metrics = {**evaluation, **eval_metrics(evaluation)}   # TRL's names: eval_accuracy, ...
+        self._event("on_evaluate", metrics=metrics)
+        self._note_best(metrics)
+        return evaluation
+
+    def _note_best(self, metrics: dict) -> None:
+        "state.best_metric, kept as transformers' Trainer keeps it for metric_for_best_model."
+        name, state = self.args.metric_for_best_model, self.state
+        if name is None:
+            return
+        value = metrics.get(name if name.startswith("eval_") else f"eval_{name}")
+        better = operator.gt if self.callback_args.greater_is_better else operator.lt
+        if value is not None and (state.best_metric is None or better(value, state.best_metric)):
+            state.best_metric, state.best_global_step = value, self.step
+
+    def _save_if_due(self, log: RunLog, ending: bool) -> None:
+        "A checkpoint every save_steps, with the plots so far (the last step saves in _finish)."
+        args = self.args
+        due = args.save_steps and self.step % args.save_steps == 0 and self.step < self.max_steps
+        if due and not ending:
+            self.save()
+            self._event("on_save")
+            if log.main: plot_training(args.output_dir, self.eval_before)
+
+    def _finish(self, log: RunLog,
+                signal_number: int,  # the signal that stopped the run (0: it ran to its end)
+                started: float) -> dict:
+        "Save; after a stop signal, say how to continue; else evaluate after, plot, summary.json."
+        checkpoint = self.save()
+        out = Path(self.args.output_dir)
+        self._event("on_save")
+        if signal_number:
+            name = signal.Signals(signal_number).name
+            plots = plot_training(out, self.eval_before) if log.main else []
+            if self.accelerator.is_main_process:
+                print(f"[grpo-edu] interrupted ({name}): saved {checkpoint}, plots in"
+                      f" {out / 'plots'}. Continue with --resume_from_checkpoint {checkpoint}")
+            return {"interrupted": True, "signal": name, "exit_status": 128 + signal_number,
+                    "checkpoint": str(checkpoint), "steps": self.step, "plots": plots}
+        summary = {"steps": self.step, "wall_s": round(time.time() - started, 1),
+                   "checkpoint": str(checkpoint)}
+        if self.eval_dataset is not None:
+            summary["eval_before"], summary["eval_after"] = self.eval_before, self.evaluate()
+        summary["health"] = self.health.summary()
+        after = summary.get("eval_after")
+        summary["plots"] = plot_training(out, self.eval_before, after) if log.main else []
+        return log.summary(summary)
+
+    def evaluate(self, dataset=None, max_samples: int | None = None, batch_size: int = 64,
+                 max_new_tokens: int | None = None) -> dict | None:
+        "Greedy pass@1 on rows with `prompt` and `answer` (None: eval_dataset); tools: tool rollouts."
+        args, dataset = self.args, dataset if dataset is not None else self.eval_dataset
+        if dataset is None or "answer" not in dataset.column_names:
+            return None
+        model, rows = self.accelerator.unwrap_model(self.model), max_samples or args.eval_max_samples
+        tool_settings = dict(tools=self.tools, tool_timeout=args.tool_timeout,
+                             max_tool_calling_iterations=args.max_tool_calling_iterations,
+                             tool_workers=args.tool_workers,
+                             max_tool_result_chars=args.max_tool_result_chars)
+        return evaluate_on_processes(
+            model, self.tokenizer, dataset, self.accelerator,
+            max_new_tokens or args.max_completion_length, rows, batch_size,
+            equal_batches=self.placement.sharded_weights, engine=self.sampling.engine,
+            synced_gpus=self.placement.synced_generate, max_prompt_length=args.max_prompt_length,
+            chat_template_kwargs=args.chat_template_kwargs, **tool_settings)
+
+    def save(self) -> Path | None:
+        "Save an atomic checkpoint of all that continuing exactly needs (the main process renames it)."
+        args, pending = self.args, None
+        # Mid-round: keep its rest, or a resume would sample anew for its remaining steps.
+        if self._batches is not None and self.step % self.plan.optimizer_steps_per_round:
+            rest = send_to_device([b.to_dict() for b in self._batches], "cpu")
+            pending = gather_object([(rest, self._round_metrics)])
+        state = {"eval_before": self.eval_before, "optim": args.optim,
+                 "health": {"fired": self.health.fired, "skipped": self.health.skipped_steps},
+                 "entropy_control": self.entropy_control.state_dict(),
+                 **({"rollout_round": pending} if pending is not None else {})}
+        moved_reference = self.ref_model if args.sync_ref_model else None   # π_ref has moved (TR-DPO)
+        path = save_run(self.accelerator, self.model, self.optimizer, self.scheduler,
+                        self.tokenizer, args.output_dir, self.step, state,
+                        self.placement.sharded_optimizer, args.save_total_limit,
+                        reference=moved_reference)
+        # The run this one replaces (overwrite_output_dir) goes once this run has a checkpoint.
+        if path is not None and self._replaced is not None:
+            deleted = delete_set_aside(args.output_dir)
+            print(f"[grpo-edu] overwrite_output_dir: deleted {deleted} checkpoint(s) of the previous"
+                  f" run ({self._replaced}), now that {path.name} is saved")
+            self._replaced = None
+        return path
+
+    def _resume(self, path) -> int:
+        "Load a checkpoint's weights, optimizer, scheduler, RNG, step and trainer state; the step."
+        accelerator, args = self.accelerator, self.args
+        state, folder = restore_run(accelerator, self.model, self.optimizer, self.scheduler, path,
+                                    args.output_dir, self.placement.sharded_optimizer, args.optim)
+        self.step, self.eval_before = state["step"], state.get("eval_before")
+        self.health.fired = state["health"]["fired"]
+        self.health.skipped_steps = state["health"]["skipped"]
+        if args.use_adaptive_entropy and "entropy_control" in state:  # where the controller had got to
+            self.entropy_control.load_state_dict(state["entropy_control"])
+        if args.sync_ref_model and (folder / "reference").is_dir():      # the moved π_ref (TR-DPO)
+            load_weights(self.ref_model, read_safetensors(folder / "reference"), path)
+        pending = state.get("rollout_round")  # a round's rest, if it still fits this run's steps
+        step_rows = args.per_device_train_batch_size * args.gradient_accumulation_steps
+        fits = pending and len(pending) == accelerator.num_processes
+        fits = fits and len(pending[0][0]) == self.plan.optimizer_steps_per_pass
+        if fits and all(len(b["advantages"]) == step_rows for b in pending[0][0]):
+            batches, self._round_metrics = pending[accelerator.process_index]
+            batches = send_to_device(batches, accelerator.device)
+            self._batches = [RolloutBatch.from_dict(b) for b in batches]
+        return self.step

@@ -9,7 +9,8 @@ from datasets import Dataset
 from grpo_edu.cli import leave_without_teardown
 from grpo_edu.config import GRPOConfig
 from grpo_edu.toy import toy_model, toy_tokenizer
-from grpo_edu.trainer import GRPOTrainer, RolloutBatch
+from grpo_edu.step import RolloutBatch
+from grpo_edu.trainer import GRPOTrainer
 
 G, N, K = 4, 16, 5                                            # global batch: 4 prompts x 4 completions
 
@@ -43,7 +44,7 @@ def one_update(name: str, tok, ds) -> dict:
     n = N // acc.num_processes
     sl = slice(acc.process_index * n, (acc.process_index + 1) * n)
     batch = RolloutBatch(input_ids=ids[sl], attention_mask=attn[sl], mask=mask[sl], logits_to_keep=K,
-                         advantages=adv[sl], num_items_in_batch=mask.sum().float(), old_logps=None, ref_logps=ref[sl])
+                         advantages=adv[sl], round_tokens=mask.sum().float(), old_logps=None, ref_logps=ref[sl])
     grads = {}
     def capture():                                            # replace the optimizer step: keep the synced gradients
         for param_name, p in acc.unwrap_model(tr.model).named_parameters():

@@ -289,7 +289,7 @@ def test_every_float_field_refuses_nan_and_inf():
         for bad in (float("nan"), float("inf"), float("-inf")):
             value = [1.0, bad] if str(FIELD_TYPES[name]).startswith("list") else bad
             with pytest.raises(GRPOEduError, match=f"^{name}=.* must be a finite number"):
-                GRPOConfig(**{name: value}).validate(offline=True)
+                GRPOConfig(**{name: value}).validate()
 
 
 def test_recipe_with_a_key_given_twice(tmp_path):
@@ -342,7 +342,8 @@ def test_an_output_dir_that_cannot_be_encoded(tmp_path):
 def test_overwrite_keeps_the_old_run_until_the_new_one_has_a_checkpoint(tmp_path):
     """--overwrite_output_dir: the old run is moved aside (.replaced-run), not deleted, so a new run that fails in its
     first step leaves it whole and recoverable; it is deleted once a new run's first checkpoint is complete."""
-    from grpo_edu.checkpoint import checkpoints, checkpoint_problems, save_checkpoint
+    from grpo_edu.checkpoint import save_checkpoint
+    from grpo_edu.integrity import checkpoints, checkpoint_problems
     tok = toy_tokenizer()
     for step in (1, 2): save_checkpoint(tmp_path, step, toy_model(tok, 32, 1), tok, {"note": step})
     _write(tmp_path / "metrics.jsonl", '{"step": 2}\n')

@@ -5,7 +5,8 @@ import torch
 from transformers import TrainerCallback
 from grpo_edu.config import GRPOConfig
 from grpo_edu.toy import addition_dataset, toy_model, toy_tokenizer
-from grpo_edu.trainer import GRPOTrainer, SyncRefModelCallback
+from grpo_edu.callbacks import SyncRefModelCallback
+from grpo_edu.trainer import GRPOTrainer
 
 
 class Recorder(TrainerCallback):

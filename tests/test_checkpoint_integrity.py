@@ -10,8 +10,9 @@ import pytest
 import torch
 from conftest import cli, run_cli
 from test_faults import rows, same
-from grpo_edu.checkpoint import (MANIFEST, checkpoint_problems, data_only_loads, load_trainer_state, pickle_globals,
-                                 pickle_problem, save_checkpoint, write_manifest)
+from grpo_edu.checkpoint import save_checkpoint
+from grpo_edu.integrity import (MANIFEST, checkpoint_problems, data_only_loads, load_trainer_state, pickle_globals,
+                                pickle_problem, write_manifest)
 from grpo_edu.errors import GRPOEduError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -301,7 +302,7 @@ def test_names_that_are_not_checkpoints_are_ignored_with_a_warning(tmp_path):
     toy_checkpoints(tmp_path, [1, 2])
     for name in ("checkpoint-best", "checkpoint-0007", "checkpoint-5.bak"):
         shutil.copytree(tmp_path / "checkpoint-1", tmp_path / name)
-    from grpo_edu.checkpoint import checkpoints, resolve_checkpoint
+    from grpo_edu.integrity import checkpoints, resolve_checkpoint
     with warnings.catch_warnings(record=True) as said:
         warnings.simplefilter("always")
         assert [p.name for p in checkpoints(tmp_path)] == ["checkpoint-1", "checkpoint-2"]
@@ -349,7 +350,7 @@ def test_sizes_and_headers_are_compared_before_any_hashing(tmp_path):
     with open(ck / "tokenizer.json", "r+b") as f: f.truncate(1 << 40)
     listed["files"]["tokenizer.json"]["size"] = 1 << 40
     (ck / MANIFEST).write_text(json.dumps(listed))
-    with mock.patch("grpo_edu.checkpoint.file_sha256", side_effect=AssertionError("hashed")):
+    with mock.patch("grpo_edu.integrity.file_sha256", side_effect=AssertionError("hashed")):
         said = checkpoint_problems(ck)
     assert said == [f"tokenizer.json holds {1 << 40:,} bytes: no file of its kind in a checkpoint is that large "
                     "(a tokenizer or config file is megabytes)"], said
@@ -357,7 +358,7 @@ def test_sizes_and_headers_are_compared_before_any_hashing(tmp_path):
     with open(ck / "tokenizer.json", "r+b") as f: f.truncate(1000)
     listed["files"]["tokenizer.json"]["size"] = 1000
     (ck / MANIFEST).write_text(json.dumps(listed))
-    with mock.patch("grpo_edu.checkpoint.file_sha256", side_effect=AssertionError("hashed")):
+    with mock.patch("grpo_edu.integrity.file_sha256", side_effect=AssertionError("hashed")):
         said = checkpoint_problems(ck)
     assert len(said) == 1 and said[0].startswith("model.safetensors is not a whole safetensors file"), said
 

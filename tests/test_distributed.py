@@ -71,7 +71,7 @@ def test_two_process_cli_resume_continues_exactly(tmp_path):
 def test_a_signal_to_one_process_stops_every_process(tmp_path):
     "SIGINT to one of two processes: both leave the loop after the same step and save one checkpoint (it hung before)."
     import signal, time
-    from grpo_edu.checkpoint import latest_checkpoint, load_trainer_state
+    from grpo_edu.integrity import latest_checkpoint, load_trainer_state
     out = tmp_path / "run"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "ACCELERATE_USE_CPU": "1", "PYTHONUNBUFFERED": "1"}
     cmd = torchrun(2) + ["-m", "grpo_edu.cli", "train", "--max_steps", "400", "--toy_warm_start_steps", "20",

@@ -3,7 +3,7 @@ import json, os, re, signal, subprocess, sys, textwrap, time, warnings
 from pathlib import Path
 import pytest
 from conftest import cli, run_cli
-from grpo_edu.checkpoint import latest_checkpoint, load_trainer_state, write_manifest
+from grpo_edu.integrity import latest_checkpoint, load_trainer_state, write_manifest
 
 SMALL = ["--max_steps", "6", "--toy_warm_start_steps", "200", "--per_device_train_batch_size", "32", "--eval_dataset", "none",
          "--logging_steps", "1", "--learning_rate", "1e-3", "--lr_scheduler_type", "linear", "--warmup_steps", "0",
@@ -269,3 +269,18 @@ def test_resume_with_another_round_layout_samples_anew(tmp_path):
     assert "rollout_round" in load_trainer_state(tmp_path / "checkpoint-3")
     back = make_trainer(max_steps=4, steps_per_generation=2, resume_from_checkpoint="latest", **kw)
     assert back.train()["steps"] == 4
+
+
+@pytest.mark.parametrize("schedule", ["linear", "cosine", "constant", "constant_with_warmup"])
+def test_resume_with_more_steps_follows_the_longer_schedule(schedule, tmp_path):
+    "2 steps, then resumed to 4 (as users train longer): steps 3 and 4 are those of the uninterrupted 4-step run."
+    def args(max_steps):
+        changed = {"--max_steps": str(max_steps), "--lr_scheduler_type": schedule, "--warmup_steps": "1"}
+        return [changed.get(SMALL[i - 1], a) if i % 2 else a for i, a in enumerate(SMALL)]
+    full, run = tmp_path / "full", tmp_path / "run"
+    assert cli("train", *args(4), "--output_dir", full).returncode == 0
+    assert cli("train", *args(2), "--save_steps", "2", "--output_dir", run).returncode == 0
+    r = cli("train", *args(4), "--output_dir", run, "--resume_from_checkpoint", run / "checkpoint-2")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert [x["step"] for x in rows(run)] == [1, 2, 3, 4]
+    same(rows(run)[2:], rows(full)[2:])

@@ -11,7 +11,8 @@ LAYER = {"errors": 0, "docs": 0,
          "data": 2, "toy": 2, "toy_tools": 2, "calculators": 2, "tabular": 2, "rewards": 2, "rollout": 2, "engine": 2,
          "tools": 2, "usercode": 2,
          "evaluation": 3,
-         "config": 4, "preflight": 4, "recipe": 4, "trainer": 4, "launch": 4, "plots": 4, "monitor": 4, "checkpoint": 4, "policy": 4, "distributed": 4, "entropy": 4,
+         "config": 4, "preflight": 4, "recipe": 4, "trainer": 4, "launch": 4, "plots": 4, "monitor": 4, "checkpoint": 4, "integrity": 4, "policy": 4, "distributed": 4, "entropy": 4,
+         "step": 4, "callbacks": 4,
          "cli": 5, "bench": 5, "memory": 5}
 # The toy's warm start stops at a held-out accuracy; the tool toy measures with the trainer's evaluation.
 ALSO_ALLOWED = {("toy", "evaluation"), ("toy_tools", "evaluation")}
@@ -57,3 +58,30 @@ def test_importing_the_config_loads_no_sampler():
     env = {**os.environ, "PYTHONPATH": str(PACKAGE.parent)}
     done = subprocess.run([sys.executable, "-c", check], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_importing_the_config_loads_no_data_tool_toy_or_training_module():
+    "Every face reads a GRPOConfig: importing it loads the core math and errors, and no module that checks a machine."
+    import os, subprocess, sys
+    heavy = ["grpo_edu.data", "grpo_edu.toy", "grpo_edu.toy_tools", "grpo_edu.tools", "grpo_edu.trainer",
+             "grpo_edu.preflight", "grpo_edu.checkpoint", "grpo_edu.rewards", "grpo_edu.rollout"]
+    check = f"import sys, grpo_edu.config; loaded = [m for m in {heavy!r} if m in sys.modules]; assert not loaded, loaded"
+    env = {**os.environ, "PYTHONPATH": str(PACKAGE.parent)}
+    done = subprocess.run([sys.executable, "-c", check], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_the_import_graph_has_no_cycle():
+    "Following imports, in-function ones included, never leads back to where it started."
+    graph = {m: imports(m)[0] & set(LAYER) for m in LAYER}
+    done, on_path = set(), []
+
+    def visit(module):
+        if module in on_path: raise AssertionError(f"import cycle: {' -> '.join(on_path + [module])}")
+        if module in done: return
+        on_path.append(module)
+        for imported in sorted(graph[module]): visit(imported)
+        on_path.pop()
+        done.add(module)
+
+    for module in sorted(graph): visit(module)

@@ -17,8 +17,10 @@ from grpo_edu.errors import GRPOEduError
 from grpo_edu.logprobs import per_token_logps
 from grpo_edu.memory import ALL_SHAPES, LORA_SHAPES, estimate_memory, lora_param_count, param_count
 from grpo_edu.policy import lora_config, quantization_config
+from grpo_edu.preflight import check_config
 from grpo_edu.toy import addition_dataset, toy_model, toy_tokenizer
-from grpo_edu.trainer import GRPOTrainer, RolloutBatch
+from grpo_edu.step import RolloutBatch, old_and_ref_logps
+from grpo_edu.trainer import GRPOTrainer
 from test_faults import rows, same
 from test_memory_paths import grads_of_update
 
@@ -119,7 +121,7 @@ def test_peft_or_bitsandbytes_missing_says_how(monkeypatch):
     for name, kw in [("peft", dict(use_peft=True)), ("bitsandbytes", dict(use_peft=True, load_in_4bit=True))]:
         monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a, gone=name: None if n == gone else real(n, *a))
         with pytest.raises(GRPOEduError, match="pip install"):
-            GRPOConfig(**kw).validate(offline=False)
+            check_config(GRPOConfig(**kw))
 
 
 def test_sharded_setups_are_refused_with_lora(monkeypatch, tmp_path):
@@ -271,13 +273,14 @@ def test_loss_and_adapter_gradients_equal_trl(tmp_path, case, loss_type):
     out = t._generate_and_score_completions([{"prompt": f"{i}+{i}="} for i in range(2) for _ in range(4)])
     K, mask = out["completion_ids"].size(1), out["completion_mask"]
     ids, attn = torch.cat([out["prompt_ids"], out["completion_ids"]], 1), torch.cat([out["prompt_mask"], mask], 1)
-    old, ref = ours._old_and_ref_logps(ids, attn, K)
+    old, ref = old_and_ref_logps(ours.model, ours.ref_model, ids, attn, K, ours.args, False, ours.accelerator,
+                                 ours.placement)
     batch = RolloutBatch(input_ids=ids, logits_to_keep=K, mask=mask, attention_mask=attn, advantages=out["advantages"],
-                         num_items_in_batch=mask.sum().float(), old_logps=old, ref_logps=ref)
+                         round_tokens=mask.sum().float(), old_logps=old, ref_logps=ref)
     torch.testing.assert_close(batch.ref_logps * mask, out["ref_per_token_logps"] * mask, rtol=1e-5, atol=1e-6)
     t.model.train()
     t.current_gradient_accumulation_steps = 1
-    theirs = trl_step_grads(t, batch, batch.num_items_in_batch)
+    theirs = trl_step_grads(t, batch, batch.round_tokens)
     result, grads = grads_of_update(ours, batch)
     assert set(grads) == set(theirs) and all("lora_" in n for n in theirs)
     for n, g in theirs.items(): torch.testing.assert_close(grads[n], g, rtol=1e-4, atol=1e-6)

@@ -68,7 +68,8 @@ def test_adamw_8bit_without_bitsandbytes_says_how(monkeypatch):
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "bitsandbytes" else real(name, *a))
     with pytest.raises(GRPOEduError, match="pip install bitsandbytes"):
-        GRPOConfig(optim="adamw_8bit").validate()
+        from grpo_edu.preflight import check_config
+        check_config(GRPOConfig(optim="adamw_8bit"))
 
 
 @pytest.mark.parametrize("loss_type,extra", [("grpo", {}), ("dapo", {}), ("dr_grpo", {}), ("cispo", {"epsilon_high": 1.3}),
@@ -96,7 +97,7 @@ def test_accumulated_update_equals_the_loss_on_the_whole_batch(loss_type, extra)
     options = LossOptions(beta=a.beta, epsilon=a.epsilon, epsilon_high=a.epsilon_high, loss_type=loss_type,
                           max_completion_length=a.max_completion_length, **loss_kw)
     whole, _ = grpo_loss(logps, batch.old_logps, batch.ref_logps, batch.advantages, batch.mask, options,
-                         entropy_mask=keep, num_items_in_batch=batch.num_items_in_batch)
+                         entropy_mask=keep, num_items_in_batch=batch.round_tokens)
     whole.backward()
     assert out["loss"] == pytest.approx(whole.item(), rel=1e-5, abs=1e-7)
     for n, p in model.named_parameters(): torch.testing.assert_close(grads[n], p.grad, rtol=1e-4, atol=1e-6)
@@ -139,7 +140,7 @@ def test_a_rollout_round_feeds_steps_per_generation_micro_batches():
         key = lambda ids, adv: sorted(map(tuple, torch.cat([ids, adv[:, None].double().mul(1e6).long()], 1).tolist()))
         both = key(torch.cat([a.input_ids, b.input_ids]), torch.cat([a.advantages, b.advantages]))
         assert both == key(batch.input_ids, batch.advantages)                                   # every row once
-        assert a.num_items_in_batch == b.num_items_in_batch == batch.num_items_in_batch   # the round's (TRL's)
+        assert a.round_tokens == b.round_tokens == batch.round_tokens   # the round's (TRL's)
     # an epoch is as many optimizer steps as before: each still takes per_device_train_batch_size × accumulation completions
     for kw, want in [({}, 32), ({"steps_per_generation": 4}, 32), ({"steps_per_generation": 4, "num_iterations": 2}, 64)]:
         t = make_trainer(max_steps=-1, per_device_train_batch_size=8, gradient_accumulation_steps=2, **kw)

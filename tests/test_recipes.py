@@ -6,6 +6,7 @@ import pytest
 import yaml
 from grpo_edu.recipe import load_config
 from grpo_edu.memory import estimate_memory
+from grpo_edu.preflight import check_config
 
 ROOT = Path(__file__).resolve().parents[1]
 RECIPES = sorted((ROOT / "configs").glob("qwen2.5-*.yaml"))
@@ -13,7 +14,7 @@ RECIPES = sorted((ROOT / "configs").glob("qwen2.5-*.yaml"))
 
 @pytest.mark.parametrize("path", RECIPES, ids=lambda p: p.name)
 def test_recipe_validates_and_fits(path):
-    cfg = load_config(path).validate(num_processes=2 if "2x4090" in path.name else 1)
+    cfg = check_config(load_config(path), 2 if "2x4090" in path.name else 1)
     est = estimate_memory(cfg.model_name_or_path, **{**asdict(cfg), "gpus": 2 if "2x4090" in path.name else 1})
     assert est["fits"], (path.name, est["total"])
 
@@ -32,7 +33,7 @@ def test_accelerate_configs_parse():
 
 def test_toy_tools_recipe_validates():
     "configs/toy-tools.yaml, the CPU tool toy: it loads and validates (tests/test_toy_tools.py runs it)."
-    cfg = load_config(ROOT / "configs" / "toy-tools.yaml").validate()
+    cfg = check_config(load_config(ROOT / "configs" / "toy-tools.yaml"))
     assert (cfg.model_name_or_path, cfg.dataset, cfg.eval_dataset) == ("toy", "multiply", "auto")
     assert cfg.tools == ["grpo_edu.toy_tools:multiply"] and cfg.use_cpu
 

@@ -19,7 +19,7 @@ SAMPLING = ["sampling/sampling_logp_difference/mean", "sampling/sampling_logp_di
 def test_plain_fp32_sampling_needs_no_correction():
     "On a CPU in fp32 without filters the sampler is π_θ: auto leaves the correction off, and nothing extra is computed."
     tr = make_trainer(max_steps=1, beta=0.0, gradient_accumulation_steps=1, per_device_train_batch_size=64)
-    assert tr.sampler_correction is False
+    assert tr.sampling.return_logprobs is False
     batch, metrics, _ = tr.generate_and_score(tr.prompt_rows(0))
     assert batch.sampler is None and batch.old_logps is None and not set(SAMPLING) & set(metrics)
 
@@ -37,8 +37,8 @@ def test_forced_on_in_fp32_the_weights_are_one():
 
 def test_a_filter_alone_leaves_auto_off():
     "top_p cuts q's support: no weight restores what it never draws, and ∏ kept mass collapses with length; auto stays off."
-    assert make_trainer(max_steps=1, top_p=0.8).sampler_correction is False
-    assert make_trainer(max_steps=1, repetition_penalty=1.2).sampler_correction is True     # the same support, reshaped
+    assert make_trainer(max_steps=1, top_p=0.8).sampling.return_logprobs is False
+    assert make_trainer(max_steps=1, repetition_penalty=1.2).sampling.return_logprobs is True     # the same support, reshaped
 
 
 @pytest.mark.parametrize("mode", ["token_truncate", "sequence_mask"])
@@ -47,7 +47,7 @@ def test_top_p_forced_on_the_step_uses_the_weights(mode):
     tr = make_trainer(max_steps=1, beta=0.0, top_p=0.8, gradient_accumulation_steps=1, per_device_train_batch_size=64,
                       vllm_importance_sampling_mode=mode, loss_type="grpo", max_grad_norm=1e9,
                       vllm_importance_sampling_correction=True)
-    assert tr.sampler_correction is True
+    assert tr.sampling.return_logprobs is True
     batch, metrics, _ = tr.generate_and_score(tr.prompt_rows(0))
     mask, logq, old = batch.mask, batch.sampler.logps, batch.old_logps
     # top-p keeps a nucleus and renormalises it, so q ≥ π_θ on every sampled token: π_old / q ≤ 1

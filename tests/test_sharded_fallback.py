@@ -19,7 +19,7 @@ FSDP2 = textwrap.dedent("""
     from grpo_edu.config import GRPOConfig
     from grpo_edu.distributed import Placement
     from grpo_edu.logprobs import _chunkable_head, per_token_logps
-    from grpo_edu.trainer import GRPOTrainer
+    from grpo_edu.step import lm_head_chunk
     tok = toy_tokenizer(); m = toy_model(tok, hidden_size=32, num_layers=2, seed=0)
     for layer in m.model.layers: fully_shard(layer)
     fully_shard(m)
@@ -29,7 +29,7 @@ FSDP2 = textwrap.dedent("""
     fsdp = SimpleNamespace(distributed_type=SimpleNamespace(name="FSDP"), num_processes=1,
                            state=SimpleNamespace(deepspeed_plugin=None))
     placement = Placement.of(fsdp)                                   # what GRPOTrainer reads under FSDP
-    chunk = GRPOTrainer._lm_head_chunk(SimpleNamespace(args=GRPOConfig(lm_head_chunk_size=4), placement=placement))
+    chunk = lm_head_chunk(GRPOConfig(lm_head_chunk_size=4), placement)
     assert not placement.whole_lm_head and chunk is None             # the trainer asks for whole logits
     ids, pm = encode_prompts(tok, ["1+2=", "33+4="], None)
     c, k, t = generate_completions(m, tok, ids, pm, 5, do_sample=False)          # auto -> HF generate
@@ -86,16 +86,14 @@ def test_reference_log_probs_chunk_the_lm_head_where_its_weights_are_whole(kind,
     import contextlib
     from unittest import mock
     import torch
-    from grpo_edu.trainer import GRPOTrainer
+    from grpo_edu.step import old_and_ref_logps
     policy, ref, seen = object(), object(), []
     def scored(model, *args, chunk_size=None, **kwargs):
         seen.append((model, chunk_size))
         return torch.zeros(2, 3)
-    trainer = SimpleNamespace(args=GRPOConfig(beta=0.04, lm_head_chunk_size=4), placement=Placement.of(_acc(kind, zero)),
-                              model=policy, ref_model=ref, plan=SimpleNamespace(optimizer_steps_per_round=2),
-                              accelerator=SimpleNamespace(autocast=contextlib.nullcontext, unwrap_model=lambda m: m))
-    trainer._lm_head_chunk = lambda: GRPOTrainer._lm_head_chunk(trainer)
-    with mock.patch("grpo_edu.trainer.per_token_logps", scored):
-        old, ref_logps = GRPOTrainer._old_and_ref_logps(trainer, None, None, 3)
+    accelerator = SimpleNamespace(autocast=contextlib.nullcontext, unwrap_model=lambda m: m)
+    args, placement = GRPOConfig(beta=0.04, lm_head_chunk_size=4), Placement.of(_acc(kind, zero))
+    with mock.patch("grpo_edu.step.per_token_logps", scored):
+        old, ref_logps = old_and_ref_logps(policy, ref, None, None, 3, args, True, accelerator, placement)
     assert old.shape == ref_logps.shape == (2, 3)
     assert seen == [(policy, policy_chunk), (ref, ref_chunk)], kind

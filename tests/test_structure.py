@@ -77,7 +77,7 @@ def test_config_holds_the_dataclass_and_its_validation_only():
     assert not imported & {"argparse", "yaml", "json", "os"}, "text and files are read by the cli and recipe"
     for name in ("FieldParser", "parse_config", "config_from_dict", "as_config", "from_trl", "check_paths"):
         assert f"def {name}" not in source and f"class {name}" not in source, name
-    assert len(source.splitlines()) <= 580                # the dataclass (~250 lines), its StepPlan and checks
+    assert len(source.splitlines()) <= 610     # the dataclass (~250 lines), StepPlan, checks, tracker names
 
 
 def test_no_function_is_over_60_lines():

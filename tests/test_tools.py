@@ -334,7 +334,7 @@ def test_trainer_with_tools_equals_trl(tmp_path, qwen, monkeypatch):
     K = batch.logits_to_keep
     assert torch.equal(batch.input_ids[:, -K:], theirs["completion_ids"])
     assert torch.equal(batch.mask, theirs["completion_mask"] * theirs["tool_mask"])      # the loss mask
-    assert (theirs["tool_mask"] == 0).any() and batch.num_items_in_batch == theirs["num_items_in_batch"]
+    assert (theirs["tool_mask"] == 0).any() and batch.round_tokens == theirs["num_items_in_batch"]
     torch.testing.assert_close(batch.advantages, theirs["advantages"])
     torch.testing.assert_close(batch.ref_logps * batch.mask, theirs["ref_per_token_logps"] * batch.mask)
     for k in ("tools/call_frequency", "tools/failure_frequency", "completions/mean_length"):
@@ -393,7 +393,7 @@ def test_config_fields():
     assert (c.tools, c.max_tool_calling_iterations, c.tool_timeout) == (["my_tools:multiply", "my_tools:add"], 3, 5.0)
     assert "max_tool_calling_iterations" not in TRL_NOT_HERE
     for field, value in [("max_tool_calling_iterations", -1), ("tool_timeout", 0.0)]:
-        with pytest.raises(GRPOEduError, match=field): GRPOConfig(**{field: value}).validate(offline=True)
+        with pytest.raises(GRPOEduError, match=field): GRPOConfig(**{field: value}).validate()
 
 
 def test_trainer_refuses_tools_before_any_weight_loads(tmp_path, monkeypatch):

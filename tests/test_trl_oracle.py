@@ -339,7 +339,7 @@ def test_chat_template_kwargs_reach_every_template_as_in_trl(tmp_path):
 def test_a_generation_split_over_steps_equals_trl(tmp_path, loss_type):
     "steps_per_generation = 2 × gradient_accumulation_steps: each of the two optimizer steps has TRL's gradient on its rows."
     from test_memory_paths import grads_of_update, make_trainer
-    from grpo_edu.trainer import split_round
+    from grpo_edu.step import split_round
     extra = {"epsilon_high": 1.3} if loss_type == "cispo" else {}
     tr = make_trainer(loss_type=loss_type, per_device_train_batch_size=8, gradient_accumulation_steps=2, steps_per_generation=4,
                       bucket_by_length=False, max_grad_norm=1e9, **extra)              # TRL's micro-batches: rows in order
@@ -352,7 +352,7 @@ def test_a_generation_split_over_steps_equals_trl(tmp_path, loss_type):
     for part in parts:
         assert part.input_ids.size(0) == 16
         _, ours = grads_of_update(tr, part)
-        theirs = trl_step_grads(t, part, batch.num_items_in_batch)              # TRL's: the whole generation's tokens
+        theirs = trl_step_grads(t, part, batch.round_tokens)              # TRL's: the whole generation's tokens
         for n, g in theirs.items(): torch.testing.assert_close(ours[n], g, rtol=1e-4, atol=1e-6)
         assert max(g.abs().max().item() for g in theirs.values()) > 1e-4
 
@@ -420,7 +420,7 @@ def test_entropy_bonus_equals_trl(tmp_path, case):
     coefs = []
     for step in range(3):                                               # the same weights each step: only the coefficient moves
         out, ours = grads_of_update(tr, batch)
-        theirs = trl_step_grads(t, batch, batch.num_items_in_batch)
+        theirs = trl_step_grads(t, batch, batch.round_tokens)
         for n, g in theirs.items(): torch.testing.assert_close(ours[n], g, rtol=1e-4, atol=1e-6)
         assert out["entropy_coef"] == pytest.approx(t.entropy_coef)
         assert tr.entropy_control.last_world_entropy == pytest.approx(t._last_world_entropy)

@@ -55,7 +55,8 @@ def test_wheel_ships_the_recipes_and_runs_from_another_folder(tmp_path):
     listed = run(grpo_edu, "recipes")
     assert listed.returncode == 0 and RECIPE in listed.stdout and "toy-tools" in listed.stdout, listed.stderr
     assert f"{venv}" in listed.stdout and "ddp-2x4090.yaml" in listed.stdout     # accelerate configs, in the package
-    check = (f"from grpo_edu.recipe import load_config; c = load_config({RECIPE!r}).validate(offline=True); "
+    check = (f"from grpo_edu.recipe import load_config; from grpo_edu.preflight import check_config; "
+             f"c = check_config(load_config({RECIPE!r}), offline=True); "
              "print(c.model_name_or_path, c.dataset)")
     loaded = run(python, "-c", check)
     assert loaded.returncode == 0 and loaded.stdout.split() == ["Qwen/Qwen2.5-0.5B-Instruct", "gsm8k"], loaded.stderr
