@@ -35,6 +35,7 @@ Modules:
 - `grpo_edu.toy`: A task, tokenizer and tiny model built in code: no network, no GPU.
 - `grpo_edu.toy_tools`: Multiplication that a tiny model gets right only by calling a tool.
 - `grpo_edu.trainer`: GRPO's loop: prompts, rollout, rewards, advantages, loss, update.
+- `grpo_edu.trl_surface`: TRL's GRPOTrainer helpers and transformers' train() result, on grpo_edu's trainer.
 - `grpo_edu.usercode`: Users' code: imports that shadow no package, tools in killable worker processes."""
 
 __version__ = "0.1.0"
@@ -95,8 +96,9 @@ _logging.getLogger("DeepSpeed").addFilter(lambda record: _cpu_notice not in str(
 
 def __getattr__(name):
     "`grpo_edu.GRPOConfig` and `grpo_edu.GRPOTrainer`, imported on first use: importing stays light."
-    if name == "GRPOConfig":
+    if name == "GRPOConfig":   # with recipe's reader of TRL's and TrainingArguments' settings
         from grpo_edu.config import GRPOConfig
+        import grpo_edu.recipe  # noqa: F401
         return GRPOConfig
     if name == "GRPOTrainer":
         from grpo_edu.trainer import GRPOTrainer

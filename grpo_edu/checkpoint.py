@@ -16,10 +16,10 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/checkpoint.html.md"""
 
 # %% auto #0
 __all__ = ['ADAPTER_BASE', 'REPLACED', 'RUN_FILES', 'rng_state', 'set_rng_state', 'checkpoint_tmp',
-           'save_adapter_base', 'save_checkpoint', 'rotate_checkpoints', 'failed_save',
-           'read_safetensors', 'tensor_differences', 'load_weights', 'load_adapters',
-           'check_resumable', 'rng_for_process', 'set_aside_run', 'delete_set_aside', 'save_run',
-           'restore_run', 'continue_schedule', 'restoring']
+           'save_adapter_base', 'save_checkpoint', 'rotate_checkpoints', 'disk_is_full',
+           'failed_save', 'read_safetensors', 'tensor_differences', 'load_weights',
+           'load_adapters', 'check_resumable', 'rng_for_process', 'set_aside_run',
+           'delete_set_aside', 'save_run', 'restore_run', 'continue_schedule', 'restoring']
 
 # %% ../nbs/api/09_checkpoint.ipynb #6c1d2e3f
 import errno, json, os, random, shutil, time
@@ -133,13 +133,18 @@ def rotate_checkpoints(
 # what a full disk looks like from torch's and safetensors' writers, which do not raise OSError
 _FULL = ("No space left", "Disk quota", "StorageFull", "QuotaExceeded", "file write failed")
 
+def disk_is_full(folder: Path, room: int = 1 << 20) -> bool:
+    "Whether the disk holding `folder` has less than `room` bytes free (torch's writer names no errno)."
+    try: return shutil.disk_usage(folder).free < room
+    except OSError: return False
+
 @contextmanager
 def failed_save(final: Path) -> Iterator[None]:
     "A failed write (a full disk) as one paragraph naming the checkpoint; its temp folder removed."
     try: yield
     except Exception as e:    # OSError, or torch's and safetensors' own errors
         full = getattr(e, "errno", None) in (errno.ENOSPC, errno.EDQUOT) or any(
-            s in str(e) for s in _FULL)
+            s in str(e) for s in _FULL) or disk_is_full(final.parent)
         if not full and not isinstance(e, OSError): raise
         shutil.rmtree(final.parent / f".{final.name}.tmp", ignore_errors=True)
         why = "the disk is full" if full else f"writing failed ({e.strerror or e})"
@@ -149,7 +154,6 @@ def failed_save(final: Path) -> Iterator[None]:
             " lower --save_total_limit, or give --output_dir on a larger disk) and continue with"
             " --resume_from_checkpoint latest."
         ) from None
-
 
 # %% ../nbs/api/09_checkpoint.ipynb #5e947a1a
 def read_safetensors(folder) -> dict:

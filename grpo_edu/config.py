@@ -1,12 +1,10 @@
 """GRPOConfig: every knob of a run, with TRL's names, and its validation.
 
-Why one dataclass: the CLI (`--field value`), YAML recipes and Python users all build this object,
-and `validate()` checks it before any model is loaded, so a mistake costs a second, not ten minutes
-of loading.
-
-Why `validate()` checks each value against its field's annotation: a YAML recipe or a Python
-caller can give any type, so the check a command-line parser would make is made here, for every
-face alike. Mappings and TRL's GRPOConfig are read into one by `grpo_edu.recipe`.
+Why one dataclass: the CLI (`--field value`), YAML recipes and Python users all build this object, and
+`validate()` checks it before any model is loaded, so a mistake costs a second, not ten minutes of loading.
+Why `validate()` checks each value against its field's annotation: a YAML recipe or a Python caller can give
+any type, so that check is made here, for every face alike. Mappings, TRL's GRPOConfig and TrainingArguments'
+other settings (`read_settings`) are read into one by `grpo_edu.recipe`.
 
 Docs: https://grpo-edu.github.io/grpo_edu/api/config.html.md"""
 
@@ -17,7 +15,7 @@ __all__ = ['TRACKERS', 'ONE_ROUND', 'RANGES', 'CHOICES', 'INIT_KWARGS_REFUSED', 
            'FIELD_NAMES', 'StepPlan', 'GRPOConfig', 'flat_list', 'tracker_names', 'check_trackers']
 
 # %% ../nbs/api/10_config.ipynb #6db2c230
-import importlib.util, math, typing
+import importlib.util, math, typing, warnings
 from dataclasses import dataclass, fields
 from fastcore.basics import patch
 from transformers.hf_argparser import HfArg
@@ -73,6 +71,7 @@ class GRPOConfig:
     eval_max_samples: int | None = HfArg(default=None, help="the first N eval prompts (none: all)")
     eval_steps: int = HfArg(default=0, help=(
         "evaluate every N steps, logged as eval_accuracy (0: before and after training only)"))
+    per_device_eval_batch_size: int = HfArg(default=64, help="greedy evaluation's batch size per process")
     metric_for_best_model: str | None = HfArg(default=None, help=(
         "TrainingArguments': the eval metric whose best is state.best_metric (e.g. eval_accuracy)"))
     greater_is_better: bool | None = HfArg(default=None, help=(
@@ -195,7 +194,7 @@ class GRPOConfig:
     entropy_coef_max: float = HfArg(default=1.0, help="adaptive: the coefficient's ceiling")
     entropy_coef_delta: float = HfArg(default=0.005, help="adaptive: its change per step")
     entropy_target: float = HfArg(default=0.2, help="adaptive: the target mean entropy (nats)")
-    scale_rewards: str = HfArg(default="group", help="group | batch | none")
+    scale_rewards: str = HfArg(default="group", help="group | batch | none (TRL's true: group, false: none)")
     multi_objective_aggregation: str = HfArg(default="sum_then_normalize", help=(
         "sum_then_normalize | normalize_then_sum (GDPO: each reward normalised per group first)"))
     mask_truncated_completions: bool = HfArg(default=False, help=(
@@ -208,8 +207,7 @@ class GRPOConfig:
     adam_epsilon: float = HfArg(default=1e-8, help="AdamW's ε")
     max_grad_norm: float = HfArg(default=1.0, help=(
         "clip the total gradient norm to this (0: no clipping, as in transformers)"))
-    lr_scheduler_type: str = HfArg(default="linear", help=(
-        "linear | cosine | constant | constant_with_warmup"))
+    lr_scheduler_type: str = HfArg(default="linear", help="linear | cosine | constant | constant_with_warmup")
     warmup_steps: float = HfArg(default=0, help=(
         "linear warmup: N steps, or a fraction in [0, 1) of them (transformers' meaning)"))
     warmup_ratio: float = HfArg(default=0.0, help="warmup as a fraction of the steps (TRL 0.x)")
@@ -238,8 +236,7 @@ class GRPOConfig:
     save_steps: int = HfArg(default=0, help="checkpoint every N steps (0: only at the end)")
     save_total_limit: int | None = HfArg(default=2, help="keep the last N checkpoints (none: all)")
     log_completions: bool = HfArg(default=False, help="write completions.jsonl (a few per step)")
-    num_completions_to_print: int = HfArg(default=4, help=(
-        "completions per step that log_completions writes"))
+    num_completions_to_print: int = HfArg(default=4, help="completions per step that log_completions writes")
     report_to: list[str] = HfArg(default_factory=list, help=(
         "trackers for the metrics too: tensorboard, wandb, trackio, all (installed), none; a,b"))
     resume_from_checkpoint: str | None = HfArg(default=None, help=(
@@ -255,13 +252,14 @@ class GRPOConfig:
         "dataset multiply: the share of warm-start problems shown with a tool call"))
 
     def __post_init__(self):
-        "One spelling for what the faces write differently: lists (a,b c), report_to, a TRL dtype."
+        "One spelling for what the faces write differently: lists (a,b c), report_to, TRL's values."
         self.reward_funcs = flat_list(self.reward_funcs)
         self.reward_weights = flat_list(self.reward_weights)
         self.tools = flat_list(self.tools)
         self.lora_target_modules = flat_list(self.lora_target_modules)
         self.lora_modules_to_save = flat_list(self.lora_modules_to_save)
         self.report_to = tracker_names(flat_list(self.report_to))
+        if isinstance(self.scale_rewards, bool): self.scale_rewards = ("none", "group")[self.scale_rewards]
         kw = self.model_init_kwargs
         if isinstance(kw, dict) and {"dtype", "torch_dtype"} & kw.keys(): self._read_init_dtype()
 
@@ -391,6 +389,7 @@ RANGES = {
     "save_steps": (lambda v: v >= 0, "≥ 0 (0 saves only at the end)"),
     "save_total_limit": (lambda v: v >= 1, "≥ 1, or none to keep every checkpoint"),
     "eval_max_samples": (lambda v: v >= 1, "≥ 1, or none for the whole eval set"),
+    "per_device_eval_batch_size": (lambda v: v >= 1, "a positive integer"),
     "eval_steps": (lambda v: v >= 0, "≥ 0 (0: evaluate only before and after training)"),
     "num_completions_to_print": (lambda v: v >= 0, "≥ 0"),
     "seed": (lambda v: 0 <= v < 2**32, "in [0, 2**32) (numpy's range; 42 is TRL's default)"),
@@ -450,15 +449,9 @@ CHOICES = {   # field: {value: what it means, where its name does not say it}
 
 # %% ../nbs/api/10_config.ipynb #e3a51f96
 def _check_batches(c, num_processes: int) -> None:
-    "Whole groups per process; a rollout round's size given one way, feeding whole optimizer steps."
+    "A rollout round's size given one way, feeding whole optimizer steps, whole groups per process."
     G, mb, P = c.num_generations, c.per_device_train_batch_size, num_processes
     GA = c.gradient_accumulation_steps
-    if mb % G:
-        _err(f"per_device_train_batch_size={mb} is not a multiple of num_generations={G}: it"
-             f" counts completions, and each process samples whole groups of {G} (a group's"
-             " advantage then needs no other process). Valid choices:"
-             f" {', '.join(str(G * k) for k in range(1, 5))}, … (or change num_generations to a"
-             f" divisor of {mb}).")
     if c.steps_per_generation is not None and c.generation_batch_size is not None:
         _err(f"steps_per_generation={c.steps_per_generation} and"
              f" generation_batch_size={c.generation_batch_size} say the same thing two ways"
@@ -478,6 +471,11 @@ def _check_batches(c, num_processes: int) -> None:
              f" each rollout round on whole optimizer steps of {GA} micro-batches. Use"
              f" steps_per_generation {GA} (one step per rollout round, the default), {2 * GA}"
              " (two steps), … (TRL would also let a round end in the middle of a step).")
+    if (per_process := mb * steps) % G:   # a step may hold parts of groups, a round no part
+        _err(f"per_device_train_batch_size × steps_per_generation = {mb} × {steps} = {per_process}"
+             f" completions per process and rollout round is not a multiple of num_generations={G}:"
+             " each process samples whole groups (TRL: the round over all processes). Use a"
+             f" per_device_train_batch_size that is a multiple of {G // math.gcd(G, steps)}.")
 
 def _check_loss_options(c) -> None:
     "Surrogates that read another field their own way: VESPO's, LUSPO's and CISPO's; and delta."
@@ -489,11 +487,10 @@ def _check_loss_options(c) -> None:
         _err("loss_type=luspo is GSPO's sequence-level loss with each completion's term scaled"
              " by its length: it needs --importance_sampling_level sequence (or use"
              " loss_type=dapo for a token-level, length-unbiased loss).")
-    if c.loss_type == "cispo" and (c.epsilon_high is None or c.epsilon_high <= 1):
-        _err("loss_type=cispo reads epsilon_high as the cap on each token's importance weight,"
-             " min(ρ, epsilon_high) (MiniMax-M1; ScaleRL recommends 5.0), so it must be > 1 (got"
-             f" {c.epsilon_high!r}; unset, TRL would cap every weight at epsilon={c.epsilon} and"
-             " shrink every gradient). Set --epsilon_high 5.0.")
+    if c.loss_type == "cispo" and (c.epsilon_high or c.epsilon) <= 1:   # TRL accepts it: a warning
+        warnings.warn(f"loss_type=cispo caps each token's importance weight at epsilon_high, here"
+                      f" {c.epsilon_high or c.epsilon} (unset: epsilon, as in TRL): below 1, every"
+                      " gradient shrinks. Set --epsilon_high 5.0 (ScaleRL's).")
     _check_sampler_correction(c)
     if c.delta is not None and c.delta <= 1 + (c.epsilon_high or c.epsilon):
         _err(f"delta={c.delta!r} caps the ratio ρ from above also where the advantage is"
@@ -597,3 +594,17 @@ def validate(self: GRPOConfig, num_processes: int = 1) -> GRPOConfig:
     _check_model_init_kwargs(self)
     check_trackers(self.report_to, installed=False)
     return self
+
+_fields_init = GRPOConfig.__init__   # the dataclass's own: its fields only
+@patch
+def __init__(self: GRPOConfig, *args, **kwargs):
+    "The fields; another name goes to `read_settings` (recipe's reads TrainingArguments' and TRL's)."
+    if others := {k: kwargs.pop(k) for k in [k for k in kwargs if k not in FIELD_NAMES]}:
+        kwargs, kept = self.read_settings(others, kwargs)
+        vars(self).update(kept)   # read back as on TrainingArguments: args.dataloader_num_workers
+    _fields_init(self, *args, **kwargs)
+
+@patch
+def read_settings(self: GRPOConfig, others: dict, given: dict) -> tuple[dict, dict]:
+    "Names that are no field, refused (importing grpo_edu.recipe reads TrainingArguments' and TRL's)."
+    _err(" ".join(f"`{k}` is not a GRPOConfig field.{closest(k, FIELD_NAMES)}" for k in others))

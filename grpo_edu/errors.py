@@ -50,6 +50,13 @@ def check_path_name(
             f" character {e.start}), which the file system's encoding ({encoding}) cannot"
             " write. Give a path of characters it can write."
         ) from None
+    try: text.encode("utf-8")
+    except UnicodeEncodeError as e:   # bytes the shell passed through that are not UTF-8
+        raise GRPOEduError(
+            f"{field}={_shown(text)} holds bytes that are not valid UTF-8 (at character "
+            f"{e.start}): the checkpoint writers (safetensors, torch) take UTF-8 names only, so "
+            "the first save would fail. Give a path of UTF-8 characters."
+        ) from None
     name_max, path_max = _limits()
     longest = max(raw.split(b"/"), key=len)
     if len(longest) > name_max or len(raw) > path_max:
@@ -63,7 +70,6 @@ def _limits() -> tuple[int, int]:
     "The longest name and path this machine's file system takes (255 and 4096 on Linux)."
     try: return os.pathconf("/", "PC_NAME_MAX"), os.pathconf("/", "PC_PATH_MAX")
     except (OSError, ValueError, AttributeError): return 255, 4096
-
 
 # %% ../nbs/api/00_errors.ipynb #09f23167
 def check_local_path(

@@ -16,8 +16,9 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/policy.html.md"""
 __all__ = ['use_bf16', 'update_autocast', 'load_tokenizer', 'load_policy', 'lora_config',
            'quantization_config', 'check_target_modules', 'check_targets_before_loading',
            'add_reference_adapter', 'add_adapters', 'load_adapter_model', 'merge_adapters',
-           'disable_dropout', 'build_policy', 'reference_model', 'use_adapter', 'reference_logps',
-           'place_reference_model', 'sync_ref_model', 'make_optimizer', 'fill_deepspeed_config']
+           'disable_dropout', 'tokenizer_of', 'build_policy', 'reference_model', 'use_adapter',
+           'reference_logps', 'place_reference_model', 'sync_ref_model', 'make_optimizer',
+           'fill_deepspeed_config']
 
 # %% ../nbs/api/12_policy.ipynb #3c5a7e12
 import contextlib, copy, warnings
@@ -253,6 +254,20 @@ def disable_dropout(model: torch.nn.Module) -> torch.nn.Module:
             module.attention_dropout = 0.0
     return model
 
+# %% ../nbs/api/12_policy.ipynb #c6d8bb76
+def tokenizer_of(model) -> PreTrainedTokenizerBase:
+    "A loaded model's tokenizer, read from the folder or Hub id it was loaded from (as TRL infers it)."
+    base = model.get_base_model() if is_peft_model(model) else model
+    name = getattr(getattr(base, "config", None), "_name_or_path", "") or ""
+    if not name:
+        raise GRPOEduError("processing_class is required when `model` is an already loaded model "
+                           "that was not loaded from a folder or Hub id: pass its tokenizer.")
+    try: return load_tokenizer(name)
+    except (OSError, ValueError) as e:
+        raise GRPOEduError(f"processing_class was not given, and no tokenizer loads from {name!r}, "
+                           f"where the model came from ({e}): pass its tokenizer as "
+                           "processing_class.") from None
+
 # %% ../nbs/api/12_policy.ipynb #7d3e8b15
 def build_policy(
     model,             # a Hub id or local folder, or a loaded causal LM
@@ -280,11 +295,7 @@ def build_policy(
                     f"{name}={getattr(args, name)!r} is ignored: the policy was passed already "
                     "loaded (pass its id or folder to have it applied)."
                 )
-    if tokenizer is None:
-        raise GRPOEduError(
-            "processing_class is required when `model` is an already loaded model: pass "
-            "its tokenizer."
-        )
+    if tokenizer is None: tokenizer = tokenizer_of(model)   # as TRL: the one it was loaded with
     if tokenizer.pad_token is None: tokenizer.pad_token = tokenizer.eos_token
     model = add_adapters(model, peft_config, args.beta)  # first: their dropout goes off too
     # (π_ref runs in eval mode: no dropout there anyway)

@@ -48,6 +48,7 @@ from .step import RolloutBatch, Sampling, build_batch, correct_sampler, filtered
 from .step import round_metrics
 from .step import sample_round, score, split_round, update
 from .tools import check_tool_tokenizer, load_tools, tool_schemas
+from .trl_surface import TRLSurface, TrainResult, train_end_row
 from .usercode import tool_pool, tool_reference
 
 # %% auto #0
@@ -76,7 +77,7 @@ def keep_freed_host_memory() -> bool:
     return bool(no_mmap and no_trim)
 
 # %% ../nbs/api/15_trainer.ipynb #5cae097e
-class GRPOTrainer:
+class GRPOTrainer(TRLSurface):
     "GRPO on a causal LM with TRL-signature reward functions; processes, devices via accelerate."
     def __init__(self,
                  model,                           # a Hub id / local path, or a loaded causal LM
@@ -143,6 +144,7 @@ class GRPOTrainer:
         old_handlers = self.stop_signal.install()  # Ctrl-C, SIGTERM: finish the step, save, exit
         signal_number = 0                          # the signal that stopped the run (0: none)
         self._event("on_train_begin")
+        losses = []                                # each step's, for transformers' train_loss
         try:
             while (self.step < self.max_steps and not signal_number
                    and not self.control.should_training_stop):
@@ -153,6 +155,7 @@ class GRPOTrainer:
                 # μ = num_iterations passes over the round: its batches in turn, μ times.
                 batch = self._batches[self.step % self.plan.optimizer_steps_per_pass]
                 row = {**self._round_metrics, **self.update(batch)}      # 5: the loss, the update
+                losses.append(row["loss"])
                 self.step += 1
                 row["step_time"] = time.time() - step_started
                 signal_number = self._after_step(log, row)
@@ -163,8 +166,13 @@ class GRPOTrainer:
         if self._epoch is not None:
             self._event("on_epoch_end")
         summary = self._finish(log, signal_number, started)
+        completions = self.plan.micro_batches_per_step * self.args.per_device_train_batch_size
+        end = train_end_row(losses, time.time() - started, completions * self.plan.processes,
+                            self.state.epoch or 0.0)
+        self.state.log_history.append({**end, "step": self.step})   # as transformers' Trainer
+        self._event("on_log", logs=end)
         self._event("on_train_end")
-        return summary
+        return TrainResult.of(end, self.step, summary)
 
     def _new_round(self, log: RunLog) -> None:
         "Steps 1–4 of the next rollout round, cut into the batches of its optimizer steps."
@@ -381,7 +389,7 @@ class GRPOTrainer:
         summary["plots"] = plot_training(out, self.eval_before, after) if log.main else []
         return log.summary(summary)
 
-    def evaluate(self, dataset=None, max_samples: int | None = None, batch_size: int = 64,
+    def evaluate(self, dataset=None, max_samples: int | None = None, batch_size: int | None = None,
                  max_new_tokens: int | None = None) -> dict | None:
         "Greedy pass@1 on rows with `prompt` and `answer` (None: eval_dataset); tools: tool rollouts."
         args, dataset = self.args, dataset if dataset is not None else self.eval_dataset
@@ -394,7 +402,8 @@ class GRPOTrainer:
                              max_tool_result_chars=args.max_tool_result_chars)
         return evaluate_on_processes(
             model, self.tokenizer, dataset, self.accelerator,
-            max_new_tokens or args.max_completion_length, rows, batch_size,
+            max_new_tokens or args.max_completion_length, rows,
+            batch_size or args.per_device_eval_batch_size,
             equal_batches=self.placement.sharded_weights, engine=self.sampling.engine,
             synced_gpus=self.placement.synced_generate, max_prompt_length=args.max_prompt_length,
             chat_template_kwargs=args.chat_template_kwargs, **tool_settings)

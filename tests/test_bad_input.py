@@ -18,7 +18,7 @@ def _write(path, text):
 
 @pytest.mark.parametrize("args,expected", [
     (["--num_generations", "1"], "num_generations=1"),
-    (["--per_device_train_batch_size", "12", "--num_generations", "8"], "per_device_train_batch_size=12 is not a multiple of num_generations=8"),
+    (["--per_device_train_batch_size", "12", "--num_generations", "8"], "12 × 1 = 12 completions per process and rollout round is not a multiple of num_generations=8"),
     (["--max_completion_length", "0"], "max_completion_length=0"),
     (["--learning_rate", "0"], "learning_rate=0"),
     (["--learning_rate", "-1e-5"], "learning_rate=-1e-05"),
@@ -213,8 +213,15 @@ def test_dataset_without_prompt_and_empty(tmp_path):
 
 
 def test_batch_not_multiple_with_accumulation_names_numbers():
-    with pytest.raises(GRPOEduError, match="per_device_train_batch_size=10 is not a multiple of num_generations=4.*4, 8, 12"):
-        GRPOConfig(per_device_train_batch_size=10, num_generations=4, gradient_accumulation_steps=2).validate()
+    "TRL's rule, per process: a rollout round's completions (not each micro-batch) hold whole groups."
+    GRPOConfig(per_device_train_batch_size=10, num_generations=4, gradient_accumulation_steps=2).validate()  # 20 = 5 groups
+    GRPOConfig(per_device_train_batch_size=3, num_generations=3, gradient_accumulation_steps=2).validate()
+    with pytest.raises(GRPOEduError, match=r"10 × 1 = 10 completions per process and rollout round is not a multiple of "
+                                           r"num_generations=4.*a multiple of 4\."):
+        GRPOConfig(per_device_train_batch_size=10, num_generations=4).validate()
+    with pytest.raises(GRPOEduError, match=r"6 × 3 = 18 .* multiple of num_generations=4.*a multiple of 4\."):
+        GRPOConfig(per_device_train_batch_size=6, num_generations=4, steps_per_generation=3).validate()
+    GRPOConfig(per_device_train_batch_size=6, num_generations=4, steps_per_generation=2).validate()   # 12 = 3 groups
 
 
 def test_own_reward_function_by_import_path(tmp_path):

@@ -143,7 +143,8 @@ def test_a_rollout_round_feeds_steps_per_generation_micro_batches():
         assert a.round_tokens == b.round_tokens == batch.round_tokens   # the round's (TRL's)
     # an epoch is as many optimizer steps as before: each still takes per_device_train_batch_size × accumulation completions
     for kw, want in [({}, 32), ({"steps_per_generation": 4}, 32), ({"steps_per_generation": 4, "num_iterations": 2}, 64)]:
-        t = make_trainer(max_steps=-1, per_device_train_batch_size=8, gradient_accumulation_steps=2, **kw)
+        t = make_trainer(max_steps=-1, num_train_epochs=1, per_device_train_batch_size=8, gradient_accumulation_steps=2,
+                         **kw)
         assert t.max_steps == want, (kw, t.max_steps)
 
 

@@ -453,7 +453,7 @@ def test_every_trl_grpo_field_is_ours_or_explained():
         "gradient_checkpointing",                            # off for the tiny default model; the 4090 recipes turn it on
         "optim",                                             # adamw_torch (TRL: the fused CUDA kernel of the same AdamW)
         "vllm_importance_sampling_correction",               # None: on where the sampler differs from π_θ (TRL: True, vLLM only)
-        "eval_steps", "logging_steps", "num_train_epochs", "save_steps", "save_total_limit", "output_dir",
+        "eval_steps", "logging_steps", "save_steps", "save_total_limit", "output_dir", "per_device_eval_batch_size",
     }, differ                                                # (the run's bookkeeping: see GRPOConfig)
 
 
