@@ -27,6 +27,10 @@ class TrainResult(TrainOutput):
         "A summary entry by name, or the tuple's item by position."
         return self.summary[key] if isinstance(key, str) else super().__getitem__(key)
 
+    def __contains__(self, key) -> bool:
+        "A summary entry's name, or one of the tuple's items."
+        return key in self.summary if isinstance(key, str) else super().__contains__(key)
+
     def get(self, key: str, default=None):
         "A summary entry, or `default`."
         return self.summary.get(key, default)

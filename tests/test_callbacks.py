@@ -57,8 +57,10 @@ def test_a_callback_stops_the_run_and_sees_the_logged_rows(tmp_path):
     assert summary["steps"] == 3 and tr.step == 3 and "eval_after" in summary   # ended as a finished run
     written = [json.loads(line) for line in open(tmp_path / "metrics.jsonl")]
     assert [r["step"] for r in written] == [2, 3]                 # step 3 is the last: its window is logged
-    assert rec.logs == written and tr.state.log_history == written
-    assert all("loss" in r and "reward" in r for r in rec.logs)
+    # and then transformers' end-of-training row (train_loss, train_runtime, ...)
+    assert rec.logs[:-1] == written and tr.state.log_history[:-1] == written
+    assert "train_loss" in rec.logs[-1] and {**rec.logs[-1], "step": 3} == tr.state.log_history[-1]
+    assert all("loss" in r and "reward" in r for r in rec.logs[:-1])
     assert rec.events[0] == ("train_begin", 0) and rec.events[-1] == ("train_end", 3)
     assert [e for e in rec.events if e[0] == "step_end"] == [("step_end", s) for s in (1, 2, 3)]
     assert [e for e in rec.events if e[0] == "save"] == [("save", 3)]   # the final checkpoint
@@ -69,7 +71,7 @@ def test_evaluate_and_save_events_follow_eval_steps_and_save_steps(tmp_path):
     trainer(tmp_path, [rec], max_steps=4, logging_steps=1, eval_steps=2, save_steps=2).train()
     assert [e for e in rec.events if e[0] in ("evaluate", "save")] == [
         ("evaluate", 2, 8), ("save", 2), ("save", 4)]               # the last step's is eval_after
-    assert [e[1] for e in rec.events if e[0] == "log"] == [1, 2, 3, 4]
+    assert [e[1] for e in rec.events if e[0] == "log"] == [1, 2, 3, 4, 4]   # the last: the end-of-training row
 
 
 def test_tr_dpo_is_trls_sync_ref_model_callback(tmp_path):
