@@ -23,7 +23,8 @@ Why each choice is safe:
   per process): a call past `tool_timeout` is killed with its worker, a worker that crashes or exits is
   replaced, the calls of a turn run side by side, and a result is cut to `max_tool_result_chars`
   characters before it is tokenised. A tool a worker cannot import (defined in `__main__`, a lambda)
-  runs in the calling process, with a warning.
+  is sent to the workers by value (`tool_by_value`); only one that cannot be pickled runs in the calling
+  process, with a warning.
 - Where this differs from TRL 1.16: a call whose JSON does not parse gets an error result (TRL
   reads the turn as plain text, with no call); a result that is not `str`, `int`, `float` or `bool`
   is an error (TRL passes `str()` of it, and lists as multimodal content); a call may time out
@@ -56,7 +57,8 @@ from grpo_edu.rollout import (
     is_conversational,
 )
 from .rollout import pick_engine, static_rollout
-from .usercode import cap_text, import_user_module, tool_answer, tool_pool, tool_reference
+from .usercode import cap_text, import_user_module, tool_answer, tool_by_value, tool_pool
+from .usercode import tool_reference
 
 # %% ../nbs/api/05_tools.ipynb #8379eae3
 def tool_name(tool) -> str:
@@ -302,22 +304,24 @@ def answer_calls(
     workers: int = 4,              # the worker pool's size (tool_pool)
     max_chars: int | None = None,  # characters of a result kept (None: all)
 ) -> list[tuple[dict, bool]]:      # (the tool message, whether the call failed) per call
-    "Each call answered: in worker processes where the tool can be imported there, else here."
-    answers, isolated = [None] * len(calls), []
+    "Each call answered in worker processes (the tool imported there, or sent by value), else here."
+    answers, isolated, values = [None] * len(calls), [], {}
     for i, call in enumerate(calls):
         tool = tools.get(call["name"]) if "error" not in call else None
         ref = tool_reference(tool) if tool is not None else None
+        if ref is None and tool is not None and (pickled := tool_by_value(tool)) is not None:
+            ref, values[pickled[0]] = pickled   # __main__, a closure, a lambda: sent pickled
         if ref is not None:
             isolated.append((i, (call["name"], ref, call["arguments"])))
             continue
         if tool is not None:
-            warnings.warn(f"tools: {call['name']} is defined where a worker process cannot import "
-                          "it (in __main__: a notebook or the script you run; or a lambda), so it "
-                          "runs in this process, where a timeout cannot stop it and a crash ends "
-                          "the run. Put it in a module (my_tools.py) to run it isolated.")
+            warnings.warn(f"tools: {call['name']} cannot be sent to a worker process (dill cannot "
+                          "pickle it: it reads a generator, a socket or the like), so it runs in this "
+                          "process, where a timeout cannot stop it and a crash ends the run. Put "
+                          "it in a module (my_tools.py) to run it isolated.")
         answers[i] = call_tool(tools, call, timeout, max_chars)
     if isolated:
-        done = tool_pool(workers).run([c for _, c in isolated], timeout, max_chars)
+        done = tool_pool(workers).run([c for _, c in isolated], timeout, max_chars, values)
         for (i, (name, _, _)), (content, failed) in zip(isolated, done):
             answers[i] = {"role": "tool", "name": name, "content": content}, failed
     return answers

@@ -1,7 +1,7 @@
 """Tools in a rollout (grpo_edu.tools): refusals of bad tools and tokenizers, parsing Qwen2.5's tool calls, every
 failure mode answered and counted while the rollout goes on, the tool mask and the length budget, the static engine
 kept across turns, and the multi-turn loop equal to TRL 1.16's `_tool_call_loop` on scripted completions."""
-import asyncio, copy, itertools, re, time
+import asyncio, copy, itertools, os, re, time, warnings
 from types import SimpleNamespace
 import pytest
 import torch
@@ -162,21 +162,23 @@ def test_the_calls_of_a_turn_run_side_by_side_in_worker_processes(qwen):
     assert len(pids) == 4 and os.getpid() not in pids
 
 
-def test_a_tool_defined_in_main_runs_here_with_a_warning(qwen):
-    "A worker cannot import a tool from __main__ (a notebook, the training script): it runs in this process."
+def test_a_tool_defined_in_main_runs_in_a_worker(qwen):
+    "A tool from __main__ (a notebook, the training script) is sent to a worker by value: it runs isolated."
     def double(x: int) -> int:
-        """Double.
+        """Double, and say where.
 
         Args:
             x: a number
         """
-        return 2 * x
+        return f"{2 * x} in {os.getpid()}"
     double.__module__ = "__main__"
     ids, mask = encode_tool_prompts(qwen, prompts_for(QUESTIONS[2:3]), [double])
     respond = respond_with({"2": call("double", '{"x": 21}')})
-    with pytest.warns(UserWarning, match="runs in this process"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)        # no "runs in this process"
         out = tool_rollout(None, qwen, ids, mask, [double], 512, generate=scripted_generate(respond))
-    assert out.completions[0][1]["content"] == "42"
+    answer, pid = out.completions[0][1]["content"].split(" in ")
+    assert answer == "42" and int(pid) != os.getpid()
 
 
 def test_async_tool_and_the_tool_mask(qwen):
