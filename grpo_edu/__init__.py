@@ -15,6 +15,7 @@ Modules:
 - `grpo_edu.engine`: StaticRollout: a static KV cache, and a decode step a CUDA graph replays.
 - `grpo_edu.entropy`: TRL's entropy bonus, and Skywork-OR1's controller of its coefficient.
 - `grpo_edu.errors`: Bad input: finding it, and one message naming the field and the fix.
+- `grpo_edu.eval_step`: Evaluation as TRL runs it: eval prompts' rewards and GRPO's loss, with no update.
 - `grpo_edu.evaluation`: Greedy pass@1, sampled pass@k and 95% intervals, for trainer, CLI, toy.
 - `grpo_edu.integrity`: Manifests, and the checks a checkpoint passes before anything of it loads.
 - `grpo_edu.kl`: Estimating KL(π_θ ‖ π_ref) from sampled tokens; what k3's gradient pushes.

@@ -147,12 +147,12 @@ def chunked_head_logps(
 _PLAIN_HEAD = ("qwen2", "llama", "mistral", "qwen3")   # logits = lm_head(h), nothing after it
 
 def _chunkable_head(model):
-    "The lm_head (an nn.Linear) when the logits are exactly lm_head(h); else None (full path)."
+    "The lm_head (a plain nn.Linear) when the logits are exactly lm_head(h); else None (full path)."
     inner = getattr(model, "module", model)                   # DDP wraps the model in .module
     cfg = getattr(inner, "config", None)
     head = getattr(inner, "get_output_embeddings", lambda: None)()
     plain = getattr(cfg, "model_type", None) in _PLAIN_HEAD
-    if not plain or not isinstance(head, torch.nn.Linear):
+    if not plain or type(head) is not torch.nn.Linear:   # a subclass computes its own way
         return None
     return head
 

@@ -434,6 +434,11 @@ class RunLog:
                 {"step": step, **eval_metrics(result)}
             )
 
+    def row(self, step: int, metrics: dict) -> dict:
+        "`metrics` in a row of their own (TRL's evaluation, eval_*): metrics.jsonl, trackers; them."
+        if self.main and self.writer is not None: self.writer.write({"step": step, **metrics})
+        return metrics
+
     def completions(self, step: int, samples: list) -> None:
         "Sample completions of a step into completions.jsonl."
         if self.main: append_completions(self.out, step, samples)

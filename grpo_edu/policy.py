@@ -16,9 +16,9 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/policy.html.md"""
 __all__ = ['use_bf16', 'update_autocast', 'load_tokenizer', 'load_policy', 'lora_config',
            'quantization_config', 'check_target_modules', 'check_targets_before_loading',
            'add_reference_adapter', 'add_adapters', 'load_adapter_model', 'merge_adapters',
-           'disable_dropout', 'tokenizer_of', 'build_policy', 'reference_model', 'use_adapter',
-           'reference_logps', 'place_reference_model', 'sync_ref_model', 'make_optimizer',
-           'fill_deepspeed_config']
+           'disable_dropout', 'tokenizer_of', 'build_policy', 'Float32Head',
+           'cast_lm_head_to_fp32', 'reference_model', 'use_adapter', 'reference_logps',
+           'place_reference_model', 'sync_ref_model', 'make_optimizer', 'fill_deepspeed_config']
 
 # %% ../nbs/api/12_policy.ipynb #3c5a7e12
 import contextlib, copy, warnings
@@ -298,6 +298,7 @@ def build_policy(
     if tokenizer is None: tokenizer = tokenizer_of(model)   # as TRL: the one it was loaded with
     if tokenizer.pad_token is None: tokenizer.pad_token = tokenizer.eos_token
     model = add_adapters(model, peft_config, args.beta)  # first: their dropout goes off too
+    if getattr(args, "cast_lm_head_to_fp32", False): cast_lm_head_to_fp32(model)   # TRL's setting
     # (π_ref runs in eval mode: no dropout there anyway)
     if args.disable_dropout: disable_dropout(model)
     if args.gradient_checkpointing:  # the current name; older transformers have the other only
@@ -309,6 +310,26 @@ def build_policy(
         # adapters
         if is_peft_model(model): model.enable_input_require_grads()
     return model, tokenizer
+
+# %% ../nbs/api/12_policy.ipynb #e981ec56
+class Float32Head(torch.nn.Linear):
+    "An lm_head whose weights and logits are fp32, whatever the model's dtype and autocast say."
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:      # (B, T, C) -> (B, T, V) fp32
+        with torch.autocast(hidden.device.type, enabled=False):
+            return torch.nn.functional.linear(hidden.float(), self.weight, self.bias)
+
+def cast_lm_head_to_fp32(model) -> None:
+    "TRL's cast_lm_head_to_fp32: lm_head in fp32; tied input embeddings still give the model's dtype."
+    head = model.get_output_embeddings()
+    if type(head) is not torch.nn.Linear:
+        raise GRPOEduError(
+            f"cast_lm_head_to_fp32=True needs a plain nn.Linear lm_head, and this model's is "
+            f"{type(head).__name__} (an adapter on lm_head, or a quantized head): remove lm_head from "
+            "the adapter's target modules, or set cast_lm_head_to_fp32 false.")
+    dtype = head.weight.dtype
+    head.float().__class__ = Float32Head
+    if getattr(model.config, "tie_word_embeddings", False):   # the same weight: its output as before
+        model.get_input_embeddings().register_forward_hook(lambda module, args, out: out.to(dtype))
 
 # %% ../nbs/api/12_policy.ipynb #a832e1b7
 def reference_model(

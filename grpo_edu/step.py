@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import NamedTuple
 import torch
+import torch.nn.functional as F
 from accelerate.utils import gather_object
 from .config import GRPOConfig, StepPlan
 from .distributed import Placement, accumulation_boundary, backward
@@ -42,11 +43,12 @@ from .rollout import encode_prompts, generate_completions
 from .tools import ToolRollout, encode_tool_prompts, tool_metrics, tool_rollout
 
 # %% auto #0
-__all__ = ['OneProcess', 'Sampling', 'Rollout', 'encode_round_prompts', 'sample_round', 'Scores',
-           'score', 'RolloutBatch', 'lm_head_chunk', 'old_and_ref_logps', 'sampler_correction',
-           'build_batch', 'round_metrics', 'split_round', 'micro_batches', 'micro_batch',
-           'EntropyTerms', 'entropy_terms', 'micro_batch_backward', 'optimizer_step', 'update',
-           'sampler_differs', 'correct_sampler', 'filtered_correction']
+__all__ = ['OneProcess', 'pad_multiple', 'round_up', 'Sampling', 'Rollout', 'encode_round_prompts',
+           'sample_round', 'pad_rollout', 'Scores', 'score', 'RolloutBatch', 'lm_head_chunk',
+           'old_and_ref_logps', 'sampler_correction', 'build_batch', 'round_metrics',
+           'split_round', 'micro_batches', 'micro_batch', 'EntropyTerms', 'entropy_terms',
+           'micro_batch_backward', 'optimizer_step', 'update', 'sampler_differs',
+           'correct_sampler', 'filtered_correction']
 
 # %% ../nbs/api/14c_step.ipynb #671aa42a
 class OneProcess:
@@ -84,6 +86,16 @@ class OneProcess:
         "torch's clip_grad_norm_: the total norm before clipping."
         return torch.nn.utils.clip_grad_norm_(parameters, max_norm)
 
+# %% ../nbs/api/14c_step.ipynb #7c3f4e56
+def pad_multiple(args) -> int | None:
+    "TRL's pad_to_multiple_of as a number, or None (unset, or TRL's 'auto': no padding off Neuron)."
+    value = getattr(args, "pad_to_multiple_of", None)
+    return value if isinstance(value, int) and value > 1 else None
+
+def round_up(n: int, multiple: int | None) -> int:
+    "n rounded up to a multiple of `multiple` (None: n itself)."
+    return -(-n // multiple) * multiple if multiple else n
+
 # %% ../nbs/api/14c_step.ipynb #deb73b2b
 @dataclass(frozen=True)
 class Sampling:
@@ -106,6 +118,7 @@ class Sampling:
     tool_timeout: float | None = 60.0         # seconds a tool call may take (None: no limit)
     tool_workers: int = 4                     # worker processes that run the calls
     max_tool_result_chars: int | None = 10_000
+    pad_to_multiple_of: int | None = None     # TRL's: the round's widths a multiple of it (None: as is)
 
     @classmethod
     def from_config(cls, args: GRPOConfig,
@@ -115,6 +128,7 @@ class Sampling:
         "The config's sampling fields, its engine as `placement` allows, and `return_logprobs`."
         placement = placement or Placement()
         same = {f.name: getattr(args, f.name) for f in dataclasses.fields(cls) if hasattr(args, f.name)}
+        same["pad_to_multiple_of"] = pad_multiple(args)
         return cls(**same, engine=placement.resolve_engine(args.rollout_engine),
                    compile=args.rollout_compile, release=args.rollout_release_memory,
                    synced_gpus=placement.synced_generate, return_logprobs=return_logprobs)
@@ -137,6 +151,7 @@ class Rollout:
     num_generations: int                # G: each prompt's rows, one after another
     logq: torch.Tensor | None = None    # (N, K) the sampler's log q (None: not asked for)
     turns: ToolRollout | None = None    # a tool rollout's turns and tool mask (tools only)
+    columns: dict | None = None         # per-completion values for the reward functions (rollout_func's)
 
 # %% ../nbs/api/14c_step.ipynb #8a5fb2f7
 def encode_round_prompts(
@@ -176,12 +191,36 @@ def sample_round(
                                  sampling.max_tool_calling_iterations, sampling.tool_timeout,
                                  sampling.chat_template_kwargs, tool_workers=sampling.tool_workers,
                                  max_tool_result_chars=sampling.max_tool_result_chars, **generate)
-            return Rollout(ids, mask, turns.completion_ids, turns.completion_mask, turns.truncated,
-                           sampling.num_generations, turns.logprobs, turns)
-        completion_ids, completion_mask, truncated, *logq = generate_completions(  # (N, K), (N,)
-            model, tokenizer, ids, mask, K, **generate)
-    return Rollout(ids, mask, completion_ids, completion_mask, truncated, sampling.num_generations,
-                   logq[0] if logq else None)
+            rollout = Rollout(ids, mask, turns.completion_ids, turns.completion_mask, turns.truncated,
+                              sampling.num_generations, turns.logprobs, turns)
+        else:
+            completion_ids, completion_mask, truncated, *logq = generate_completions(  # (N, K), (N,)
+                model, tokenizer, ids, mask, K, **generate)
+            rollout = Rollout(ids, mask, completion_ids, completion_mask, truncated,
+                              sampling.num_generations, logq[0] if logq else None)
+    return pad_rollout(rollout, sampling.pad_to_multiple_of, tokenizer.pad_token_id)
+
+# %% ../nbs/api/14c_step.ipynb #883a6fd3
+def pad_rollout(
+    rollout: Rollout,
+    multiple: int | None,     # TRL's pad_to_multiple_of (None: the rollout as it is)
+    pad_id: int,              # the tokenizer's pad token
+) -> Rollout:                 # the widths P and K rounded up to multiples: prompts left, completions right
+    "TRL's pad_to_multiple_of: the round's prompt and completion widths rounded up with padding."
+    if not multiple:
+        return rollout
+    right = round_up(rollout.completion_ids.size(1), multiple) - rollout.completion_ids.size(1)
+    left = round_up(rollout.prompt_ids.size(1), multiple) - rollout.prompt_ids.size(1)
+    wide = lambda t, value=0: None if t is None else F.pad(t, (0, right), value=value)   # (N, K')
+    turns = rollout.turns and dataclasses.replace(
+        rollout.turns, completion_ids=wide(rollout.turns.completion_ids, pad_id),
+        completion_mask=wide(rollout.turns.completion_mask), tool_mask=wide(rollout.turns.tool_mask, 1),
+        logprobs=wide(rollout.turns.logprobs))
+    return dataclasses.replace(
+        rollout, prompt_ids=F.pad(rollout.prompt_ids, (left, 0), value=pad_id),
+        prompt_mask=F.pad(rollout.prompt_mask, (left, 0)),
+        completion_ids=wide(rollout.completion_ids, pad_id), completion_mask=wide(rollout.completion_mask),
+        logq=wide(rollout.logq), turns=turns)
 
 # %% ../nbs/api/14c_step.ipynb #a607ea43
 class Scores(NamedTuple):
@@ -221,7 +260,7 @@ def score(
     completions = texts if rollout.turns is None else rollout.turns.completions
     per_func, logged, extra_columns = score_completions(
         reward_funcs, rows, completions, rollout.completion_ids, rollout.completion_mask,
-        trainer_state)
+        trainer_state, rollout.columns)
     per_func = accelerator.gather(per_func.to(accelerator.device))            # (N · processes, F)
     weights = torch.tensor(args.reward_weights or [1.0] * len(reward_funcs), dtype=torch.float32)
     rewards = rewards_and_advantages(per_func, weights, G, args.scale_rewards,
@@ -434,10 +473,12 @@ def micro_batches(
 def micro_batch(
     batch: RolloutBatch,   # a step's rows
     rows: torch.Tensor,    # the row indices of one micro-batch
+    multiple: int | None = None,   # TRL's pad_to_multiple_of: k rounded up to a multiple of it
 ) -> RolloutBatch:         # (b, P + k) and (b, k): cut to the rows' longest completion
     "One micro-batch of a step's rows, cut to its longest completion (after it: padding only)."
     part = batch.rows(rows)
-    return part.cut(max(int(part.completion_lengths().max()), 1))
+    longest = max(int(part.completion_lengths().max()), 1)
+    return part.cut(min(round_up(longest, multiple), batch.logits_to_keep))
 
 # %% ../nbs/api/14c_step.ipynb #aaaee09a
 class EntropyTerms(NamedTuple):
@@ -563,7 +604,7 @@ def update(
     bucket = args.bucket_by_length and args.loss_type != "bnpo" and not control.on
     parts = micro_batches(batch.completion_lengths(), args.per_device_train_batch_size, bucket)
     for j, rows in enumerate(parts):
-        part = micro_batch(batch, rows)  # (b, P + k), (b, k)
+        part = micro_batch(batch, rows, pad_multiple(args))  # (b, P + k), (b, k)
         last = j == len(parts) - 1
         boundary = accumulation_boundary(accelerator, placement, model, last)
         # Under gradient checkpointing autocast keeps no weight cache (update_autocast says why).

@@ -19,20 +19,22 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/trainer.html.md"""
 
 # %% ../nbs/api/15_trainer.ipynb #6fa598f8
 from __future__ import annotations
-import math, operator, signal, time, warnings
+import dataclasses, math, operator, signal, time, warnings
 from pathlib import Path
 from typing import NamedTuple
 import torch
 from accelerate import Accelerator
 from accelerate.utils import gather_object, is_peft_model, send_to_device, set_seed
+from datasets import Dataset
 from transformers import TrainerControl, TrainerState, get_scheduler
 from transformers.utils import logging as hf_logging
 from .callbacks import callback_handler
 from .checkpoint import delete_set_aside, load_weights, read_safetensors, restore_run
 from .checkpoint import save_run, set_aside_run
 from .config import GRPOConfig, StepPlan
-from .data import check_eval_dataset, check_prompt_dataset, prompt_indices
-from .distributed import Placement, StopSignal
+from .data import answered_set, check_eval_dataset, check_train_dataset, eval_rows, eval_set
+from .data import prompt_indices, prompt_stream
+from .distributed import Placement, StopSignal, keep_freed_host_memory
 from .entropy import EntropyControl
 from .evaluation import evaluate_on_processes
 from .loss import LossOptions
@@ -42,17 +44,19 @@ from .policy import build_policy, fill_deepspeed_config, load_tokenizer, make_op
 from .policy import place_reference_model, reference_model, use_bf16
 from .preflight import check_config
 from .recipe import as_config
-from .rewards import check_reward_columns, load_reward_funcs, reward_name
+from .rewards import check_reward_sets, load_reward_funcs, reward_name
 from .rollout import warn_long_prompts
 from .step import RolloutBatch, Sampling, build_batch, correct_sampler, filtered_correction
+from .eval_step import evaluate_rows
 from .step import round_metrics
 from .step import sample_round, score, split_round, update
 from .tools import check_tool_tokenizer, load_tools, tool_schemas
-from .trl_surface import TRLSurface, TrainResult, train_end_row
+from .trl_surface import TRLSurface, TrainResult, streamed_train_settings, train_end_row
+from .trl_surface import num_generations_eval, trl_eval_row, trl_logs
 from .usercode import tool_pool, tool_reference
 
 # %% auto #0
-__all__ = ['RolloutRound', 'keep_freed_host_memory', 'GRPOTrainer']
+__all__ = ['RolloutRound', 'GRPOTrainer']
 
 # %% ../nbs/api/15_trainer.ipynb #98a78c66
 class RolloutRound(NamedTuple):
@@ -61,27 +65,12 @@ class RolloutRound(NamedTuple):
     metrics: dict
     samples: list
 
-# %% ../nbs/api/15_trainer.ipynb #6f1b8d22
-_M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4      # mallopt's parameter numbers, from glibc's malloc.h
-
-def keep_freed_host_memory() -> bool:
-    "Ask glibc's malloc to keep freed memory for reuse, with no mmap per large tensor (False: not glibc)."
-    import ctypes, os
-    try: libc_version = os.confstr("CS_GNU_LIBC_VERSION") or ""   # "glibc 2.36"; no name: not glibc
-    except (AttributeError, ValueError, OSError): return False
-    if not libc_version.startswith("glibc"):
-        return False
-    libc = ctypes.CDLL("libc.so.6")
-    no_mmap = libc.mallopt(_M_MMAP_MAX, 0)                 # large blocks come from the heap too
-    no_trim = libc.mallopt(_M_TRIM_THRESHOLD, 2**31 - 1)   # and freed ones stay in it
-    return bool(no_mmap and no_trim)
-
 # %% ../nbs/api/15_trainer.ipynb #5cae097e
 class GRPOTrainer(TRLSurface):
     "GRPO on a causal LM with TRL-signature reward functions; processes, devices via accelerate."
     def __init__(self,
                  model,                           # a Hub id / local path, or a loaded causal LM
-                 reward_funcs,  # a callable, a built-in's name, a reward model's id, or a list
+                 reward_funcs=None,  # a callable, a built-in's name, a reward model's id, or a list
                  args: GRPOConfig | None = None,  # or a dict of its fields, or TRL's GRPOConfig
                  # a datasets.Dataset with a `prompt` column (or a list of rows)
                  train_dataset=None,
@@ -90,25 +79,28 @@ class GRPOTrainer(TRLSurface):
                  reward_processing_classes=None,  # reward models' tokenizers, one per function
                  peft_config=None,  # TRL's: LoRA adapters (a peft LoraConfig); or the config's
                  tools=None,  # TRL's: functions the model may call; or the config's
-                 callbacks=None):  # transformers TrainerCallback objects (TRL's argument)
+                 callbacks=None,  # transformers TrainerCallback objects (TRL's argument)
+                 rollout_func=None):  # TRL's: (prompts, trainer) -> token ids, log-probs (own rollouts)
         self.args = args = as_config(args)        # ours, a dict, TRL's, or None
         bf16 = "bf16" if use_bf16(args) else "no"
         self.accelerator = accelerator = Accelerator(cpu=args.use_cpu, mixed_precision=bf16)
         self.placement = Placement.of(accelerator)  # what DDP, FSDP or DeepSpeed change
         funcs = list(reward_funcs) if isinstance(reward_funcs, (list, tuple)) else [reward_funcs]
+        funcs = [] if reward_funcs is None else funcs             # check_config says what to pass
         tools = (args.tools or []) if tools is None else list(tools)   # TRL's argument, or the config's
         # Checked as a recipe is, before any weight loads: the fields, reward names and tools, the
         # placement (TR-DPO, the static engine and LoRA need whole weights), the data.
         check_config(args, accelerator.num_processes, reward_funcs=funcs, tools=tools)
         self.placement.check(args, peft_config, tools)
         set_seed(args.seed)
-        self.train_dataset = check_prompt_dataset(train_dataset, "train_dataset")
-        self.eval_dataset = check_eval_dataset(eval_dataset, args.eval_steps)
+        self._check_data(train_dataset, eval_dataset)
         self.reward_funcs = load_reward_funcs(funcs, reward_processing_classes, args.model_init_kwargs,
                                               accelerator.device, args.chat_template_kwargs)
         self.reward_names = [reward_name(f) for f in self.reward_funcs]
-        check_reward_columns(self.reward_funcs, self.train_dataset)  # accuracy needs `answer`
+        if rollout_func is None:            # (a custom rollout may bring the columns itself)
+            check_reward_sets(self.reward_funcs, self.train_dataset, self.eval_dataset)   # `answer`...
         self.tools = load_tools(tools)  # [] without tools
+        self.rollout_func = rollout_func
         if self.tools:
             processing_class = self._tool_tokenizer(model, processing_class)   # before any weight
         self.plan, self.max_steps, self.state = self._plan_steps()
@@ -128,6 +120,8 @@ class GRPOTrainer(TRLSurface):
         self.stop_signal = None     # Ctrl-C and SIGTERM while train() runs (StopSignal)
         self._epoch = None          # the epoch the current rollout round is in
         self._replaced = None       # a previous run set aside (overwrite_output_dir)
+        self._last_row = None       # the last logged row's metrics, repeated in train()'s end row
+        self._logs = None           # the last round's completions, as TRL's `_logs` (trl_logs)
         self.callback_handler, self.callback_args = callback_handler(
             args, callbacks, self.ref_model, accelerator, model=self.model,
             processing_class=self.tokenizer, optimizer=self.optimizer, lr_scheduler=self.scheduler)
@@ -169,8 +163,10 @@ class GRPOTrainer(TRLSurface):
         completions = self.plan.micro_batches_per_step * self.args.per_device_train_batch_size
         end = train_end_row(losses, time.time() - started, completions * self.plan.processes,
                             self.state.epoch or 0.0)
-        self.state.log_history.append({**end, "step": self.step})   # as transformers' Trainer
-        self._event("on_log", logs=end)
+        metrics = {k: v for k, v in (self._last_row or {}).items() if k != "step"}
+        last = {**end, **metrics}    # with the last logged metrics, as TRL's end row holds its latest
+        self.state.log_history.append({**last, "step": self.step})   # as transformers' Trainer
+        self._event("on_log", logs=last)
         self._event("on_train_end")
         return TrainResult.of(end, self.step, summary)
 
@@ -178,8 +174,10 @@ class GRPOTrainer(TRLSurface):
         "Steps 1–4 of the next rollout round, cut into the batches of its optimizer steps."
         rollout_round = self.step // self.plan.optimizer_steps_per_round
         drawn = rollout_round * self.plan.prompts_per_round
-        self._epoch_events(drawn // len(self.train_dataset))
-        self.state.epoch = drawn / len(self.train_dataset)     # reward functions read trainer_state
+        # A stream's length is unknown: as transformers, its epoch counts the steps of max_steps.
+        epochs = self.step / self.max_steps if self._stream else drawn / len(self.train_dataset)
+        self._epoch_events(int(epochs))
+        self.state.epoch = epochs                               # reward functions read trainer_state
         self.state.global_step = self.step
         rows = self.prompt_rows(rollout_round)                                         # 1: prompts
         batch, self._round_metrics, samples = self.generate_and_score(rows)                # 2–4
@@ -191,6 +189,10 @@ class GRPOTrainer(TRLSurface):
     def prompt_rows(self, rollout_round: int) -> list[dict]:
         "Step 1: the dataset rows this process draws for `rollout_round` (`prompt_indices`)."
         args, accelerator = self.args, self.accelerator
+        if self._stream is not None:           # a stream: its rows in order, process after process
+            per_process = self.plan.prompts_per_process
+            start = (rollout_round * accelerator.num_processes + accelerator.process_index) * per_process
+            return self._stream.rows(start, per_process)
         indices = prompt_indices(len(self.train_dataset), self.plan.prompts_per_process,
                                  rollout_round, accelerator.process_index,
                                  accelerator.num_processes, args.seed, args.shuffle_dataset)
@@ -202,7 +204,8 @@ class GRPOTrainer(TRLSurface):
         args, accelerator, started = self.args, self.accelerator, time.perf_counter()
         policy = accelerator.unwrap_model(self.model)
         with accelerator.autocast():                           # 2: G completions each, N = rows × G
-            rollout = sample_round(policy, self.tokenizer, rows, self.sampling, self.tools)
+            rollout = (sample_round(policy, self.tokenizer, rows, self.sampling, self.tools)
+                       if self.rollout_func is None else self._custom_rollout(rows, args.num_generations))
         rolled = time.perf_counter()
         scores = score(rollout, rows, self.reward_funcs, self.tokenizer, args, self.state,
                        accelerator)                                   # 3–4: rewards, advantages
@@ -216,6 +219,7 @@ class GRPOTrainer(TRLSurface):
         samples = completion_samples(prompts, scores.texts, scores.rewards.rewards[scores.mine],
                                      scores.advantages, scores.extra_columns,
                                      args.num_completions_to_print)
+        self._logs = trl_logs(prompts, scores, self.reward_names)   # TRL's record of the round
         return RolloutRound(batch, metrics, samples)
 
     def update(self, batch: RolloutBatch) -> dict:
@@ -243,6 +247,15 @@ class GRPOTrainer(TRLSurface):
 
     # Building a run: each a step of __init__, in the order that makes bad input fail fast.
 
+    def _check_data(self, train_dataset, eval_dataset) -> None:
+        "The train set (a Dataset, or a stream: PromptStream) and the eval set(s), checked."
+        self.train_dataset = check_train_dataset(train_dataset)
+        shuffle = self.args.seed if self.args.shuffle_dataset else None
+        self._stream = prompt_stream(self.train_dataset, shuffle)  # None: drawn by prompt_indices
+        if self._stream is not None: streamed_train_settings(self.args)   # max_steps, TRL's settings
+        self.eval_dataset = check_eval_dataset(eval_dataset, self.args.eval_steps)
+        self._answered = answered_set(self.eval_dataset)   # greedy accuracy's set (None: no answers)
+
     def _tool_tokenizer(self, model, tokenizer):
         "The tokenizer checked for tools (check_tool_tokenizer), before any weight loads."
         if tokenizer is None and isinstance(model, str):
@@ -258,7 +271,8 @@ class GRPOTrainer(TRLSurface):
         "The rollout round's StepPlan, max_steps (the rounds num_train_epochs needs), TrainerState."
         args = self.args
         plan = args.step_plan(self.accelerator.num_processes)   # what every counter reads
-        rounds = math.ceil(len(self.train_dataset) * args.num_train_epochs / plan.prompts_per_round)
+        rows = 0 if self._stream else len(self.train_dataset)    # a stream: max_steps (checked)
+        rounds = math.ceil(rows * args.num_train_epochs / plan.prompts_per_round)
         max_steps = args.max_steps if args.max_steps > 0 else rounds * plan.optimizer_steps_per_round
         # TRL's TrainerState: what reward functions and callbacks see.
         state = TrainerState(max_steps=max_steps, num_train_epochs=args.num_train_epochs,
@@ -273,7 +287,8 @@ class GRPOTrainer(TRLSurface):
         args, model_id = self.args, model if isinstance(model, str) else None
         model, tokenizer = build_policy(model, tokenizer, args, peft_config)
         if self.accelerator.is_main_process:
-            named = {"train_dataset": self.train_dataset, "eval_dataset": self.eval_dataset}
+            train = None if self._stream else self.train_dataset    # a stream is read as it trains
+            named = {"train_dataset": train, "eval_dataset": self._answered}
             template = args.chat_template_kwargs
             if self.tools:                      # the tools' schemas are part of every prompt
                 template = {**(template or {}), "tools": tool_schemas(self.tools)}
@@ -315,8 +330,10 @@ class GRPOTrainer(TRLSurface):
         # RunLog also writes the run's settings to config.yaml.
         log = RunLog(out, args.report_to, resumed, self.health, main, self.max_steps,
                      args.logging_steps, config=args)
-        if resumed is None and self.eval_dataset is not None:
-            self.eval_before = self.evaluate()
+        if resumed is None and self._answered is not None:
+            self.eval_before = self.accuracy()
+        elif resumed is None and self.eval_dataset is not None and getattr(args, "eval_on_start", False):
+            self.evaluate()                                # TRL's rewards and loss, before training
         log.start()                                # the progress bar, after the evaluation's own
         return log
 
@@ -326,7 +343,9 @@ class GRPOTrainer(TRLSurface):
         signal_number = self.stop_signal.agreed(self.accelerator)  # the same on every process
         ending = bool(signal_number) or self.control.should_training_stop
         logged = log.step(row, self.step, self._evaluate_if_due(log, ending), ending)
-        if logged is not None:
+        self._last_row = logged or self._last_row           # train()'s end row repeats it (TRL's)
+        off_boundary = self.step == self.max_steps and self.step % self.args.logging_steps != 0
+        if logged is not None and (ending or not off_boundary):   # off a boundary: the end row only
             self.state.log_history.append(logged)
             self._event("on_log", logs=logged)
         # An on_log callback may have asked to stop just now: then no periodic checkpoint either.
@@ -339,7 +358,10 @@ class GRPOTrainer(TRLSurface):
         due = args.eval_steps and self.step % args.eval_steps == 0 and self.step < self.max_steps
         if not due or ending or self.eval_dataset is None:
             return None
-        evaluation = self.evaluate()
+        if self._answered is None:              # no answers to compare with: TRL's evaluation
+            self._note_best(log.row(self.step, self.evaluate()))   # in metrics.jsonl too
+            return None
+        evaluation = self.accuracy()
         log.evaluation(self.step, evaluation)
         metrics = {**evaluation, **eval_metrics(evaluation)}   # TRL's names: eval_accuracy, ...
         self._event("on_evaluate", metrics=metrics)
@@ -382,24 +404,45 @@ class GRPOTrainer(TRLSurface):
                     "checkpoint": str(checkpoint), "steps": self.step, "plots": plots}
         summary = {"steps": self.step, "wall_s": round(time.time() - started, 1),
                    "checkpoint": str(checkpoint)}
-        if self.eval_dataset is not None:
-            summary["eval_before"], summary["eval_after"] = self.eval_before, self.evaluate()
+        if self._answered is not None:
+            summary["eval_before"], summary["eval_after"] = self.eval_before, self.accuracy()
         summary["health"] = self.health.summary()
         after = summary.get("eval_after")
         summary["plots"] = plot_training(out, self.eval_before, after) if log.main else []
         return log.summary(summary)
 
-    def evaluate(self, dataset=None, max_samples: int | None = None, batch_size: int | None = None,
+    def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix: str = "eval") -> dict:
+        "TRL's evaluation: sampled completions' rewards and loss (eval_*), with `answer` accuracy too."
+        sets = eval_set(self.eval_dataset, eval_dataset)   # a set, a dict of them, or one's name
+        if isinstance(sets, dict):                   # TRL's eval_<name>_* for each named set
+            return {k: v for name, part in sets.items()
+                    for k, v in self.evaluate(part, ignore_keys, f"{metric_key_prefix}_{name}").items()}
+        started, args = time.time(), self.args
+        rows = eval_rows(sets, args.eval_max_samples)
+        sampling = dataclasses.replace(self.sampling, num_generations=num_generations_eval(args))
+        metrics = evaluate_rows(self.model, self.ref_model, self.tokenizer, rows, self.reward_funcs,
+                                self.reward_names, args, sampling, self.tools, self.accelerator,
+                                self.placement, self.state, seed=args.seed,
+                                sample=self._custom_rollout if self.rollout_func else None)
+        if (accuracy := self.accuracy(rows)) is not None:       # grpo_edu's greedy pass@1 too
+            metrics.update({k.removeprefix("eval_"): v for k, v in eval_metrics(accuracy).items()})
+        row = trl_eval_row(metrics, metric_key_prefix, time.time() - started, len(rows),
+                           self.state.epoch)
+        self.state.log_history.append({**row, "step": self.step})   # as transformers' evaluate
+        self._event("on_log", logs=row)
+        self._event("on_evaluate", metrics=row)
+        return row
+
+    def accuracy(self, dataset=None, max_samples: int | None = None, batch_size: int | None = None,
                  max_new_tokens: int | None = None) -> dict | None:
         "Greedy pass@1 on rows with `prompt` and `answer` (None: eval_dataset); tools: tool rollouts."
-        args, dataset = self.args, dataset if dataset is not None else self.eval_dataset
-        if dataset is None or "answer" not in dataset.column_names:
+        args, dataset = self.args, dataset if dataset is not None else self._answered
+        if isinstance(dataset, list) and dataset: dataset = Dataset.from_list(dataset)
+        if not isinstance(dataset, Dataset) or "answer" not in dataset.column_names:
             return None
         model, rows = self.accelerator.unwrap_model(self.model), max_samples or args.eval_max_samples
-        tool_settings = dict(tools=self.tools, tool_timeout=args.tool_timeout,
-                             max_tool_calling_iterations=args.max_tool_calling_iterations,
-                             tool_workers=args.tool_workers,
-                             max_tool_result_chars=args.max_tool_result_chars)
+        names = ("tool_timeout", "max_tool_calling_iterations", "tool_workers", "max_tool_result_chars")
+        tool_settings = {"tools": self.tools, **{name: getattr(args, name) for name in names}}
         return evaluate_on_processes(
             model, self.tokenizer, dataset, self.accelerator,
             max_new_tokens or args.max_completion_length, rows,

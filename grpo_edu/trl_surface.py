@@ -13,12 +13,20 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/trl_surface.html.md"""
 from __future__ import annotations
 from functools import partial
 import torch
+from datasets import IterableDataset
+from torch.utils.data import DataLoader
+from transformers.trainer_pt_utils import AcceleratorConfig
 from transformers.trainer_utils import TrainOutput
 from .loss import high_entropy_mask, off_policy_mask
+from .errors import GRPOEduError
+from .logprobs import per_token_logps
 from .monitor import gather_values
+from .step import Rollout, pad_rollout
+from .tools import ToolRollout
 
 # %% auto #0
-__all__ = ['TrainResult', 'train_end_row', 'TRLSurface']
+__all__ = ['TrainResult', 'train_end_row', 'num_generations_eval', 'trl_eval_row', 'trl_logs',
+           'pad_rows', 'rollout_of', 'TRLSurface', 'streamed_train_settings', 'prompt_loader']
 
 # %% ../nbs/api/14e_trl_surface.ipynb #7264c9ed
 class TrainResult(TrainOutput):
@@ -62,6 +70,83 @@ def train_end_row(
             "train_loss": sum(losses) / steps if steps else 0.0,
             "epoch": epoch}
 
+# %% ../nbs/api/14e_trl_surface.ipynb #793bd0a4
+def num_generations_eval(args) -> int:
+    "TRL's num_generations_eval: completions per eval prompt (unset: num_generations)."
+    return getattr(args, "num_generations_eval", None) or args.num_generations
+
+def trl_eval_row(
+    metrics: dict,        # the evaluation's metrics by TRL's names (loss, reward, rewards/<f>/mean, ...)
+    prefix: str,          # "eval", or "eval_<name>" for one of several named eval sets
+    runtime: float,       # its seconds
+    samples: int,         # the eval prompts
+    epoch: float | None,  # epochs of training prompts drawn so far
+) -> dict:                # the row transformers' evaluate() returns and logs (without `step`)
+    "transformers' evaluate() result: each metric as `<prefix>_<name>`, with time and throughput."
+    row = {f"{prefix}_{name}": value for name, value in metrics.items()}
+    row.update({f"{prefix}_runtime": round(runtime, 4),
+                f"{prefix}_samples_per_second": round(samples / max(runtime, 1e-9), 3),
+                f"{prefix}_steps_per_second": round(1 / max(runtime, 1e-9), 3)})
+    return {**row, "epoch": epoch} if epoch is not None else row
+
+# %% ../nbs/api/14e_trl_surface.ipynb #9fd4629c
+def trl_logs(
+    prompts: list,          # this process's N prompts, each repeated G times
+    scores,                 # the round's Scores (grpo_edu.step.score)
+    reward_names: list,     # each reward function's name
+) -> dict:                  # TRL's `_logs`: prompt, completion, rewards, advantages, extra
+    "The last round's completions as TRL's trainer keeps them in `_logs` (this process's rows)."
+    per_func = scores.per_func[scores.mine]                                     # (N, F)
+    return {"prompt": list(prompts), "completion": list(scores.texts),
+            "rewards": {name: per_func[:, i].tolist() for i, name in enumerate(reward_names)},
+            "advantages": scores.advantages.tolist(),
+            "extra": {column: list(values) for column, values in scores.extra_columns.items()}}
+
+# %% ../nbs/api/14e_trl_surface.ipynb #2b1dc145
+def pad_rows(
+    rows: list,            # lists of numbers, one per row
+    value,                 # what fills the padding
+    left: bool = False,    # pad on the left (prompts) instead of the right (completions)
+    dtype: torch.dtype = torch.long,
+    device=None,
+) -> tuple[torch.Tensor, torch.Tensor]:   # (N, L) values, (N, L) mask: 1 on the rows' own entries
+    "Lists of unequal length as one padded tensor and its mask."
+    width = max((len(row) for row in rows), default=0)
+    values = torch.full((len(rows), width), value, dtype=dtype, device=device)
+    mask = torch.zeros(len(rows), width, dtype=torch.long, device=device)
+    for i, row in enumerate(rows):
+        span = slice(width - len(row), width) if left else slice(0, len(row))
+        values[i, span] = torch.tensor(row, dtype=dtype)
+        mask[i, span] = 1
+    return values, mask
+
+def rollout_of(
+    prompt_ids: list,         # N lists: each completion's prompt tokens
+    completion_ids: list,     # N lists: its tokens, sampled (and, with env_mask, the environment's)
+    env_mask: list | None,    # N lists: 1 on sampled tokens, 0 on the environment's (None: all sampled)
+    logprobs: list | None,    # N lists: the sampler's log q of each token (None: not given)
+    columns: dict,            # more per-completion values, for the reward functions
+    tokenizer,                # the pad and EOS ids; decodes completions
+    num_generations: int,     # G: each prompt's rows, one after another
+    device=None,
+) -> Rollout:
+    "TRL's rollout_func output as a Rollout: prompts left-padded, completions right-padded."
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    prompt, prompt_mask = pad_rows(prompt_ids, pad, left=True, device=device)           # (N, P)
+    completion, completion_mask = pad_rows(completion_ids, pad, device=device)          # (N, K)
+    ends = {tokenizer.eos_token_id, pad}
+    truncated = torch.tensor([not ids or ids[-1] not in ends for ids in completion_ids],
+                             device=device)                                             # (N,)
+    logq = (None if logprobs is None
+            else pad_rows(logprobs, 0.0, dtype=torch.float32, device=device)[0])        # (N, K)
+    turns = None
+    if env_mask is not None:       # the environment's tokens: read by the model, not trained on
+        texts = tokenizer.batch_decode(completion, skip_special_tokens=True)
+        tool_mask = pad_rows(env_mask, 1, device=device)[0]
+        turns = ToolRollout(completion, completion_mask, tool_mask, truncated, logq, texts, 0, 0)
+    return Rollout(prompt, prompt_mask, completion, completion_mask, truncated, num_generations,
+                   logq, turns, columns or None)
+
 # %% ../nbs/api/14e_trl_surface.ipynb #cca12551
 class TRLSurface:
     "TRL's GRPOTrainer methods and attributes that users and TRL's tests reach for, on grpo_edu's."
@@ -79,6 +164,52 @@ class TRLSurface:
         return off_policy_mask(advantages, per_token_logps, sampling_per_token_logps, mask,
                                off_policy_threshold)
 
+    def get_train_dataloader(self) -> DataLoader:
+        "transformers' train DataLoader: a round's prompts per batch (the loop draws its own, by round)."
+        return prompt_loader(self.train_dataset, self.plan.prompts_per_process, self.args)
+
+    def get_eval_dataloader(self, eval_dataset=None) -> DataLoader:
+        "transformers' eval DataLoader over an eval set (a name: that one of several named sets)."
+        sets = self.eval_dataset if eval_dataset is None else eval_dataset
+        sets = self.eval_dataset[sets] if isinstance(sets, str) else sets
+        if isinstance(sets, dict):
+            raise GRPOEduError(f"get_eval_dataloader: the eval sets are {sorted(sets)}; name one.")
+        return prompt_loader(sets, self.args.per_device_eval_batch_size, self.args)
+
+    @property
+    def processing_class(self):
+        "The policy's tokenizer, by TRL's name."
+        return self.tokenizer
+
+    @processing_class.setter
+    def processing_class(self, value) -> None:
+        self.tokenizer = value
+
+    def _generate(self, prompts: list) -> tuple:
+        "TRL's: rollout_func's output, checked: prompt_ids, completion_ids, tool_mask, texts, logprobs, rest."
+        if self.rollout_func is None:
+            raise GRPOEduError("_generate reads rollout_func, and there is none: grpo_edu samples with"
+                               " grpo_edu.step.sample_round.")
+        output = self.rollout_func(prompts, self)
+        required = ("prompt_ids", "completion_ids", "logprobs")
+        if missing := sorted(set(required) - output.keys()):
+            raise GRPOEduError(f"rollout_func must return keys {missing} in its output dict (each a list"
+                               " per prompt: token ids, and the sampler's log-prob of each token).")
+        rest = {k: v for k, v in output.items() if k not in required}
+        tool_mask = rest.pop("env_mask", None)        # 0 on the environment's tokens: not trained on
+        texts = self.processing_class.batch_decode(output["completion_ids"], skip_special_tokens=True)
+        return output["prompt_ids"], output["completion_ids"], tool_mask, texts, output["logprobs"], rest
+
+    def _custom_rollout(self, rows: list[dict], num_generations: int) -> Rollout:
+        "A round's Rollout from rollout_func, which gets each prompt G times (as TRL passes them)."
+        prompts = [row["prompt"] for row in rows for _ in range(num_generations)]
+        prompt_ids, completion_ids, env_mask, _, logprobs, columns = self._generate(prompts)
+        # As TRL (which reads them with vLLM only): q's log-probs weigh the loss only when asked for.
+        logprobs = logprobs if self.args.vllm_importance_sampling_correction else None
+        rollout = rollout_of(prompt_ids, completion_ids, env_mask, logprobs, columns, self.tokenizer,
+                             num_generations, self.accelerator.device)
+        return pad_rollout(rollout, self.sampling.pad_to_multiple_of, self.tokenizer.pad_token_id)
+
     @property
     def reward_processing_classes(self) -> list:
         "Each reward function's tokenizer: a reward model's, else None."
@@ -88,3 +219,66 @@ class TRLSurface:
     def aux_loss_enabled(self) -> bool:
         "Whether a MoE router's load-balancing loss is added to the loss: never here (router_aux_loss_coef)."
         return False
+
+    @property
+    def entropy_coef(self) -> float:
+        "The entropy bonus's coefficient now (the adaptive controller moves it): TRL's attribute."
+        return self.entropy_control.entropy_coef
+
+    @entropy_coef.setter
+    def entropy_coef(self, value: float) -> None:
+        self.entropy_control.entropy_coef = float(value)
+
+    @property
+    def use_adaptive_entropy(self) -> bool:
+        "Whether Skywork-OR1's controller moves entropy_coef."
+        return self.entropy_control.use_adaptive_entropy
+
+    @use_adaptive_entropy.setter
+    def use_adaptive_entropy(self, value: bool) -> None:
+        self.entropy_control.use_adaptive_entropy = bool(value)
+
+    @property
+    def _entropy_bonus_enabled(self) -> bool:
+        "TRL's flag: the bonus is on (entropy_coef ≠ 0 or the controller), so entropies keep a graph."
+        return self.entropy_control.on
+
+    @_entropy_bonus_enabled.setter
+    def _entropy_bonus_enabled(self, value: bool) -> None:
+        # The flag follows entropy_coef and use_adaptive_entropy; a value against them is refused.
+        if bool(value) != self.entropy_control.on:
+            raise ValueError("_entropy_bonus_enabled follows entropy_coef and use_adaptive_entropy:"
+                             " set those instead.")
+
+    def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep,
+                                           batch_size=None, compute_entropy=False, **unused) -> tuple:
+        "TRL's (logps, entropies or None, aux loss None) of the last `logits_to_keep` tokens."
+        out = per_token_logps(model, input_ids, attention_mask, logits_to_keep, self.args.temperature,
+                              batch_size, compute_entropy, entropy_grad=self._entropy_bonus_enabled)
+        logps, entropies = out if compute_entropy else (out, None)
+        return logps, entropies, None
+
+# %% ../nbs/api/14e_trl_surface.ipynb #e6bf7ce7
+def streamed_train_settings(args) -> None:
+    "A streamed train set's needs: TRL's dispatch_batches off and one loader worker; max_steps."
+    config = getattr(args, "accelerator_config", None)
+    config = AcceleratorConfig(**config) if isinstance(config, dict) else config or AcceleratorConfig()
+    if config.dispatch_batches:
+        raise GRPOEduError("Iterable datasets require `dispatch_batches=False`: each process reads its"
+                           " own part of the stream. Remove dispatch_batches from accelerator_config.")
+    if args.max_steps <= 0:
+        raise GRPOEduError("train_dataset is streamed (an IterableDataset), whose length is unknown,"
+                           " so num_train_epochs cannot say how many steps to run: set max_steps.")
+    config.dispatch_batches = False
+    args.accelerator_config = config
+    args.dataloader_num_workers = 0   # several workers would interleave the stream (TRL's rule)
+
+# %% ../nbs/api/14e_trl_surface.ipynb #9d4afa22
+def prompt_loader(
+    dataset,            # a Dataset or a streamed one
+    batch_size: int,    # rows per batch
+    args,               # dataloader_num_workers (TrainingArguments'; 0 when unset)
+) -> DataLoader:        # batches as lists of row dicts
+    "transformers' DataLoader over prompt rows; a stream with one worker (TRL's rule), not persisted."
+    workers = 0 if isinstance(dataset, IterableDataset) else getattr(args, "dataloader_num_workers", 0)
+    return DataLoader(dataset, batch_size=batch_size, num_workers=workers, collate_fn=list)

@@ -40,7 +40,7 @@ def test_trainer_evaluates_with_tool_rollouts(tmp_path, respond, expected):
     trainer = GRPOTrainer(toy_model(tok), [accuracy_reward], args, train_dataset=held_out,
                           eval_dataset=held_out, processing_class=tok, tools=[multiply])
     with patch("grpo_edu.tools.generate_completions", scripted_generate(respond)):
-        result = trainer.evaluate()
+        result = trainer.accuracy()
     # A single-turn evaluation would score the caller's call text ("[multiply(a=..,b=..)]"), not its answer.
     assert (result["accuracy"], result["tool_call_rate"], result["n"]) == (*expected, 12)
 

@@ -8,7 +8,8 @@ import transformers
 
 from grpo_edu.config import FIELD_NAMES, GRPOConfig
 from grpo_edu.errors import GRPOEduError
-from grpo_edu.recipe import SETTINGS_KEPT, TRL_GRPO_DEFAULTS, config_from_dict, trainer_defaults, _wildcard
+from grpo_edu.recipe import SETTINGS_HONOURED, SETTINGS_KEPT, TRL_GRPO_DEFAULTS, config_from_dict, trainer_defaults
+from grpo_edu.recipe import _wildcard
 
 
 def _default(f):
@@ -45,12 +46,9 @@ def test_trl_table_matches_the_installed_trl():
 
 @pytest.mark.parametrize("kw,says", [
     (dict(use_liger_kernel=True), "lm_head_chunk_size"),
-    (dict(cast_lm_head_to_fp32=True), "torch_dtype: float32 keeps the whole model in fp32"),
     (dict(ddp_timeout=60), "`ddp_timeout` is not a GRPOConfig field (a transformers TrainingArguments one"),
     (dict(fp16=True), "set torch_dtype: float16"),
     (dict(trust_remote_code=True), "models load without remote code"),
-    (dict(pad_to_multiple_of=8), "cut to their longest completion"),
-    (dict(accelerator_config={"dispatch_batches": True}), "`accelerator_config` is not a GRPOConfig field"),
     (dict(eval_strategy="epoch"), "counts optimizer steps, not epochs"),
     (dict(save_strategy="best"), "keeps the last save_total_limit"),
     (dict(logging_strategy="no"), "raise logging_steps to log less"),
@@ -89,12 +87,21 @@ def test_settings_with_a_meaning_here():
     ("dataloader_num_workers", 4), ("dataloader_pin_memory", False), ("dataloader_persistent_workers", True),
     ("dataloader_prefetch_factor", 2), ("dataloader_drop_last", True), ("remove_unused_columns", True),
     ("disable_tqdm", True), ("logging_dir", "logs"), ("logging_first_step", True), ("label_names", ["x"]),
-    ("include_num_input_tokens_seen", "all"), ("eval_on_start", True), ("do_eval", True), ("log_multimodal", False),
+    ("include_num_input_tokens_seen", "all"), ("do_eval", True), ("log_multimodal", False),
+    ("accelerator_config", {"split_batches": True}),
 ])
 def test_settings_that_change_nothing_are_kept_at_any_value(name, value):
     assert _wildcard(SETTINGS_KEPT, name)
     c = GRPOConfig(**{name: value})
     assert c == GRPOConfig() and getattr(c, name) == value
+
+
+@pytest.mark.parametrize("name,value", [
+    ("eval_on_start", True), ("num_generations_eval", 2), ("cast_lm_head_to_fp32", True), ("pad_to_multiple_of", 8),
+])
+def test_trl_settings_grpo_edu_reads_are_kept(name, value):
+    assert name in SETTINGS_HONOURED
+    assert getattr(GRPOConfig(**{name: value}), name) == value
 
 
 def test_scale_rewards_takes_trl_booleans():

@@ -332,7 +332,7 @@ def test_chat_template_kwargs_reach_every_template_as_in_trl(tmp_path):
     batch, _, _ = tr.generate_and_score(tr.prompt_rows(0))
     P = batch.input_ids.size(1) - batch.logits_to_keep
     assert all(t.startswith(" ") for t in tok.batch_decode(batch.input_ids[:, :P], skip_special_tokens=True))
-    assert tr.evaluate(Dataset.from_list([{"prompt": c, "answer": "0"} for c in chats]))["n"] == 4
+    assert tr.accuracy(Dataset.from_list([{"prompt": c, "answer": "0"} for c in chats]))["n"] == 4
 
 
 @pytest.mark.parametrize("loss_type", ["dapo", "grpo", "cispo"])
