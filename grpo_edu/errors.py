@@ -125,7 +125,7 @@ def model_load_error(
 def explain_oom(
     phase: str,   # the part of the step the block runs, named in the message: "rollout", ...
 ) -> Iterator[None]:
-    "Turn a CUDA out-of-memory error in the block into one naming the phase and the knobs."
+    "Turn an out-of-memory error in the block (GPU or host) into one naming the phase and the knobs."
     try: yield
     except torch.cuda.OutOfMemoryError:
         raise GRPOEduError(
@@ -133,6 +133,15 @@ def explain_oom(
             " per_device_train_batch_size (raise gradient_accumulation_steps to keep the batch),"
             " max_completion_length, num_generations; or set gradient_checkpointing=true,"
             " torch_dtype=bfloat16. `grpo-edu memory --config YOUR.yaml` estimates what fits."
+        ) from None
+    except RuntimeError as e:
+        # The CPU allocator's failure has no class of its own: only its message says ENOMEM.
+        if "can't allocate memory" not in str(e): raise
+        raise GRPOEduError(
+            f"out of host memory during {phase} ({str(e).splitlines()[0][-120:]}). Turn one of"
+            " these down: max_completion_length (the rollout's cache holds prompt +"
+            " max_completion_length positions for each completion), per_device_train_batch_size,"
+            " num_generations."
         ) from None
 
 # %% ../nbs/api/00_errors.ipynb #5743c3a6

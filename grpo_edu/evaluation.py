@@ -22,6 +22,7 @@ import math
 from typing import NamedTuple
 import torch
 from tqdm.auto import tqdm
+from .errors import explain_oom
 from .rewards import accuracy_reward
 from .rollout import encode_prompts, generate_completions
 from .tools import encode_tool_prompts, tool_rollout
@@ -69,17 +70,10 @@ def completion_texts(
     ids, mask = ids.repeat_interleave(samples, 0).to(device), mask.repeat_interleave(
         samples, 0
     ).to(device)
-    completion_ids, _, _ = generate_completions(
-        model,
-        tokenizer,
-        ids,
-        mask,
-        max_new_tokens,
-        do_sample=samples > 1,
-        temperature=temperature,
-        engine=engine,
-        synced_gpus=synced_gpus,
-    )
+    with explain_oom("evaluation"):
+        completion_ids, _, _ = generate_completions(
+            model, tokenizer, ids, mask, max_new_tokens, do_sample=samples > 1,
+            temperature=temperature, engine=engine, synced_gpus=synced_gpus)
     return tokenizer.batch_decode(completion_ids, skip_special_tokens=True)  # (B·samples,)
 
 # %% ../nbs/api/06_evaluation.ipynb #e6c3d1b3
