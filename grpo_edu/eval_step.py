@@ -1,7 +1,6 @@
 """Evaluation as TRL runs it: eval prompts' rewards and GRPO's loss, with no update.
 
-Evaluation as TRL's trainer runs it: one GRPO step's sampling and scoring on eval prompts, and the
-loss of the batch with no gradient and no update.
+One GRPO step's sampling and scoring on eval prompts, then the loss of the batch, with no gradient.
 
 Why it is safe to reuse the step's functions: with π_θ as π_old the ratio is 1 (π_old's log-probs are
 the same weights' log-probs), so the loss is the surrogate's −Â and β·KL, as at a round's first
@@ -94,17 +93,18 @@ def evaluate_rows(
     per_batch = max(1, args.per_device_eval_batch_size // G)       # prompts per eval batch
     sums, training = {}, model.training
     model.eval()
-    for start in range(0, len(mine), per_batch):
-        part = mine[start:start + per_batch]
-        with accelerator.autocast():
-            rollout = (sample_round(policy, tokenizer, part, sampling, tools) if sample is None
-                       else sample(part, G))
-        scores = score(rollout, part, reward_funcs, tokenizer, args, trainer_state, accelerator)
-        batch = build_batch(rollout, scores, model, ref_model, args, None, accelerator, placement)
-        metrics = round_metrics(rollout, scores, batch, reward_names, accelerator)
-        metrics["loss"] = batch_loss(model, batch, args, options, accelerator, placement)
-        for name, value in metrics.items():    # a batch with no value (NaN: all None) counts none
-            if value is not None and math.isfinite(value):
-                add_sums(sums, {name: (value * len(part), len(part))})
-    model.train(training)
+    try:
+        for start in range(0, len(mine), per_batch):
+            part = mine[start:start + per_batch]
+            with accelerator.autocast():
+                rollout = (sample_round(policy, tokenizer, part, sampling, tools) if sample is None
+                           else sample(part, G))
+            scores = score(rollout, part, reward_funcs, tokenizer, args, trainer_state, accelerator)
+            batch = build_batch(rollout, scores, model, ref_model, args, None, accelerator, placement)
+            metrics = round_metrics(rollout, scores, batch, reward_names, accelerator)
+            metrics["loss"] = batch_loss(model, batch, args, options, accelerator, placement)
+            for name, value in metrics.items():    # a batch with no value (NaN: all None): none
+                if value is not None and math.isfinite(value):
+                    add_sums(sums, {name: (value * len(part), len(part))})
+    finally: model.train(training)                 # training's mode again, whatever happened
     return {name: total / count for name, (total, count) in sums.items() if count}
