@@ -38,8 +38,8 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/tools.html.md"""
 __all__ = ['QWEN_RESPONSE_TEMPLATE', 'tool_name', 'tool_schemas', 'check_tools',
            'supports_tool_calls', 'prefix_preserving', 'check_tool_tokenizer',
            'encode_tool_prompts', 'parse_turn', 'run_tool', 'call_tool', 'answer_calls',
-           'tool_suffix_ids', 'scripted_generate', 'ToolRollout', 'tool_rollout', 'tool_metrics',
-           'import_tool', 'load_tools']
+           'tool_suffix_ids', 'pad_rows', 'scripted_generate', 'ToolRollout', 'tool_rollout',
+           'tool_metrics', 'import_tool', 'load_tools']
 
 # %% ../nbs/api/05_tools.ipynb #408a5c21
 import asyncio, copy, functools, inspect, threading, warnings
@@ -351,14 +351,20 @@ def tool_suffix_ids(
     return full[len(prefix):]
 
 # %% ../nbs/api/05_tools.ipynb #1567b056
-def _left_pad(rows: list, pad: int):                    # -> (ids (n, W), mask (n, W))
-    width = max(map(len, rows))
-    ids = torch.tensor([[pad] * (width - len(r)) + r for r in rows])
-    return ids, torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows])
-
-def _right_pad(rows: list, value) -> torch.Tensor:      # (n, max(1, longest))
-    width = max(1, max(map(len, rows)))
-    return torch.tensor([list(r) + [value] * (width - len(r)) for r in rows])
+def pad_rows(
+    rows: list,            # lists of numbers, one per row
+    value,                 # what fills the padding
+    left: bool = False,    # pad on the left (prompts) instead of the right (completions)
+    dtype: torch.dtype | None = None,   # None: as torch.tensor infers it from the values
+    device=None,
+) -> tuple[torch.Tensor, torch.Tensor]:   # (n, max(1, longest)) values, and 1 on the rows' own
+    "Lists of unequal length as one padded tensor and its mask."
+    width = max(1, max(map(len, rows), default=0))
+    pads = [[value] * (width - len(r)) for r in rows]
+    values = [p + list(r) if left else list(r) + p for r, p in zip(rows, pads)]
+    mask = [[0] * len(p) + [1] * len(r) if left else [1] * len(r) + [0] * len(p)
+            for r, p in zip(rows, pads)]
+    return torch.tensor(values, dtype=dtype, device=device), torch.tensor(mask, device=device)
 
 # (n, W) -> n lists of the unmasked values
 def _split(values: torch.Tensor, mask: torch.Tensor) -> list:
@@ -375,10 +381,8 @@ def scripted_generate(respond) -> Callable:
             tokenizer(respond(t), add_special_tokens=False)["input_ids"][:max_new_tokens]
             for t in texts
         ]
-        ids = _right_pad(rows, tokenizer.pad_token_id)                                  # (B, K)
-        mask = completion_mask(ids, tokenizer.eos_token_id)[0] * _right_pad(
-            [[1] * len(r) for r in rows], 0
-        )
+        ids, lengths = pad_rows(rows, tokenizer.pad_token_id)                           # (B, K)
+        mask = completion_mask(ids, tokenizer.eos_token_id)[0] * lengths
         truncated = torch.tensor([tokenizer.eos_token_id not in r for r in rows])
         ids = ids * mask + tokenizer.pad_token_id * (1 - mask)
         out = (
@@ -421,12 +425,13 @@ class _Rows:
         if self.logq is not None: self.logq[i] += logq if sampled else [0.0] * len(ids)
 
     def result(self, pad: int, device) -> ToolRollout:
-        ids = _right_pad(self.ids, pad).to(device)  # (B, K)
-        logq = None if self.logq is None else _right_pad(self.logq, 0.0).float().to(device)
+        ids, mask = pad_rows(self.ids, pad, device=device)  # (B, K)
+        logq = (None if self.logq is None
+                else pad_rows(self.logq, 0.0, dtype=torch.float32, device=device)[0])
         return ToolRollout(
             ids,
-            _right_pad([[1] * len(r) for r in self.ids], 0).to(device),
-            _right_pad(self.mask, 1).to(device),
+            mask,
+            pad_rows(self.mask, 1, device=device)[0],
             torch.tensor(self.truncated, device=device),
             logq,
             self.messages,
@@ -536,7 +541,7 @@ def _continue(rows: _Rows, active: list, generate, model, tokenizer, max_complet
     budgets = [max_completion_length - len(rows.ids[i]) for i in active]
     new, logq, truncated = [[] for _ in active], [[] for _ in active], [True] * len(active)
     if max(budgets) > 0:
-        ids, mask = _left_pad(contexts, tokenizer.pad_token_id)
+        ids, mask = pad_rows(contexts, tokenizer.pad_token_id, left=True)
         out = generate(model, tokenizer, ids.to(rows.device), mask.to(rows.device), max(budgets),
                        return_logprobs=rows.logq is not None, **sampling)
         new, truncated = _split(out[0], out[1]), out[2].tolist()

@@ -22,11 +22,11 @@ from .errors import GRPOEduError
 from .logprobs import per_token_logps
 from .monitor import gather_values
 from .step import Rollout, pad_rollout
-from .tools import ToolRollout
+from .tools import ToolRollout, pad_rows
 
 # %% auto #0
 __all__ = ['TrainResult', 'train_end_row', 'num_generations_eval', 'trl_eval_row', 'trl_logs',
-           'pad_rows', 'rollout_of', 'TRLSurface', 'streamed_train_settings', 'prompt_loader']
+           'rollout_of', 'TRLSurface', 'streamed_train_settings', 'prompt_loader']
 
 # %% ../nbs/api/14e_trl_surface.ipynb #7264c9ed
 class TrainResult(TrainOutput):
@@ -103,23 +103,6 @@ def trl_logs(
             "extra": {column: list(values) for column, values in scores.extra_columns.items()}}
 
 # %% ../nbs/api/14e_trl_surface.ipynb #2b1dc145
-def pad_rows(
-    rows: list,            # lists of numbers, one per row
-    value,                 # what fills the padding
-    left: bool = False,    # pad on the left (prompts) instead of the right (completions)
-    dtype: torch.dtype = torch.long,
-    device=None,
-) -> tuple[torch.Tensor, torch.Tensor]:   # (N, L) values, (N, L) mask: 1 on the rows' own entries
-    "Lists of unequal length as one padded tensor and its mask."
-    width = max((len(row) for row in rows), default=0)
-    values = torch.full((len(rows), width), value, dtype=dtype, device=device)
-    mask = torch.zeros(len(rows), width, dtype=torch.long, device=device)
-    for i, row in enumerate(rows):
-        span = slice(width - len(row), width) if left else slice(0, len(row))
-        values[i, span] = torch.tensor(row, dtype=dtype)
-        mask[i, span] = 1
-    return values, mask
-
 def rollout_of(
     prompt_ids: list,         # N lists: each completion's prompt tokens
     completion_ids: list,     # N lists: its tokens, sampled (and, with env_mask, the environment's)

@@ -71,13 +71,18 @@ def tool_reference(tool) -> tuple[str, str] | None:
 # %% ../nbs/api/01b_usercode.ipynb #e975133a
 BY_VALUE = "<by value>"   # the module of a ref whose tool travels pickled, not imported
 
-@functools.lru_cache(maxsize=256)
-def tool_by_value(tool) -> tuple[tuple[str, str], bytes] | None:
-    "A tool no worker can import, pickled with dill: ((BY_VALUE, digest), pickle); None if it cannot be."
+def _pickle(tool) -> tuple[tuple[str, str], bytes] | None:
     import dill
     try: payload = dill.dumps(tool, recurse=True)
     except Exception: return None              # it holds what no pickle can (a generator, a socket)
     return (BY_VALUE, hashlib.sha256(payload).hexdigest()), payload
+
+_pickled = functools.lru_cache(maxsize=256)(_pickle)   # a tool is pickled once, not at every call
+
+def tool_by_value(tool) -> tuple[tuple[str, str], bytes] | None:
+    "A tool no worker can import, pickled with dill: ((BY_VALUE, digest), pickle); None if it cannot be."
+    try: return _pickled(tool)
+    except TypeError: return _pickle(tool)     # an unhashable callable: pickled each time
 
 # %% ../nbs/api/01b_usercode.ipynb #c64a3a3c
 def cap_text(
