@@ -29,7 +29,7 @@ __all__ = ['BY_VALUE', 'TEXT_RESULTS', 'START_LIMIT', 'import_user_module', 'too
 
 # %% ../nbs/api/01b_usercode.ipynb #a4030492
 import asyncio, atexit, functools, hashlib, importlib, inspect, math, os, signal, subprocess, sys
-import time, types
+import importlib.machinery, time, types
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -59,21 +59,42 @@ def _resolve(module: str, qualname: str):
         obj = getattr(obj, part, None)
     return obj
 
-def tool_reference(tool) -> tuple[str, str] | None:
+def tool_reference(
+    tool,
+    folder: str | None = None,   # the folder the workers import users' modules from (None: this one)
+) -> tuple[str, str] | None:
     "(module, qualified name) by which a worker process imports `tool`; None if it cannot."
     module, qualname = getattr(tool, "__module__", None), getattr(tool, "__qualname__", None)
     if not (isinstance(module, str) and isinstance(qualname, str)): return None
     # __main__ is a notebook or the running script: a worker cannot import it without running it
     if module == "__main__" or "<" in qualname: return None        # <lambda>, <locals>
+    # A module loaded from a file off the import path (a test harness's) is this process's alone.
+    if not _findable(module.partition(".")[0], (*sys.path, folder or os.getcwd())): return None
     return (module, qualname) if _resolve(module, qualname) is tool else None
+
+@functools.lru_cache(maxsize=256)
+def _findable(package: str, path: tuple) -> bool:
+    "Whether a fresh interpreter with this import path finds `package` (a worker's view, not sys.modules)."
+    if package in sys.builtin_module_names: return True
+    return importlib.machinery.PathFinder.find_spec(package, list(path)) is not None
 
 
 # %% ../nbs/api/01b_usercode.ipynb #e975133a
 BY_VALUE = "<by value>"   # the module of a ref whose tool travels pickled, not imported
 
+def _detached(tool):
+    "A copy of a function, which dill pickles by value (the function itself it names by its module)."
+    if not isinstance(tool, types.FunctionType): return tool
+    copy = types.FunctionType(tool.__code__, tool.__globals__, tool.__name__, tool.__defaults__,
+                              tool.__closure__)
+    copy.__kwdefaults__, copy.__annotations__ = tool.__kwdefaults__, tool.__annotations__
+    copy.__qualname__, copy.__doc__, copy.__module__ = tool.__qualname__, tool.__doc__, tool.__module__
+    copy.__dict__.update(tool.__dict__)
+    return copy
+
 def _pickle(tool) -> tuple[tuple[str, str], bytes] | None:
     import dill
-    try: payload = dill.dumps(tool, recurse=True)
+    try: payload = dill.dumps(_detached(tool), recurse=True)
     except Exception: return None              # it holds what no pickle can (a generator, a socket)
     return (BY_VALUE, hashlib.sha256(payload).hexdigest()), payload
 

@@ -25,7 +25,6 @@ import json
 import os
 import shutil
 import sys
-import textwrap
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing here may reach a network
@@ -49,19 +48,13 @@ SMALL = dict(
     vocab_size=151936,
 )
 
-# A Qwen3-style chat template: Qwen2.5's turns, plus the `enable_thinking` switch of Qwen3's template (an
-# empty think block when thinking is off), which `chat_template_kwargs={"enable_thinking": False}` in the
-# tests sets.
-QWEN3_TEMPLATE = textwrap.dedent("""\
-    {%- for message in messages %}
-        {{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}
-    {%- endfor %}
-    {%- if add_generation_prompt %}
-        {{- '<|im_start|>assistant\\n' }}
-        {%- if enable_thinking is defined and enable_thinking is false %}
-            {{- '<think>\\n\\n</think>\\n\\n' }}
-        {%- endif %}
-    {%- endif %}""")
+def qwen3_template() -> str:
+    """Qwen3's own chat template, as TRL ships it (trl/chat_templates/qwen3.jinja): the one the Hub's tiny
+    Qwen3 models carry. It is not prefix-preserving (a think block is dropped once a tool turn follows), which
+    the tool tests rely on: the trainer must swap in a training template."""
+    from importlib.resources import files
+
+    return files("trl").joinpath("chat_templates", "qwen3.jinja").read_text()
 
 # RemoteForCausalLM: a model whose class lives in the repository itself (config.json's auto_map), for the test
 # of `trust_remote_code`. It is Qwen2 under another name.
@@ -222,7 +215,7 @@ def build_models(hub: Path, tok_dir: Path) -> list[str]:
             continue
         folder = snapshot(hub, f"{ORG}/{name}")
         model.save_pretrained(folder)
-        template = QWEN3_TEMPLATE if name.startswith("tiny-Qwen3") else None
+        template = qwen3_template() if name.startswith("tiny-Qwen3") else None
         # Llama 3.2's pad token: the test of a different reward model sets it by name.
         extra = ["<|finetune_right_pad_id|>"] if "Llama" in name else []
         save_tokenizer(tok_dir, folder, template, extra)
