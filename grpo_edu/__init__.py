@@ -14,6 +14,7 @@ Modules:
 - `grpo_edu.docs`: Our two processors on top of nbdev's: notebooks into package and site.
 - `grpo_edu.engine`: StaticRollout: a static KV cache, and a decode step a CUDA graph replays.
 - `grpo_edu.entropy`: TRL's entropy bonus, and Skywork-OR1's controller of its coefficient.
+- `grpo_edu.environments`: TRL's environment_factory: an environment per rollout, its methods as tools.
 - `grpo_edu.errors`: Bad input: finding it, and one message naming the field and the fix.
 - `grpo_edu.eval_step`: Evaluation as TRL runs it: eval prompts' rewards and GRPO's loss, with no update.
 - `grpo_edu.evaluation`: Greedy pass@1, sampled pass@k and 95% intervals, for trainer, CLI, toy.

@@ -29,12 +29,18 @@ logger = logging.getLogger("grpo_edu.preflight")
 MODEL_EXAMPLE = ("a folder that holds a saved model (config.json, weights, tokenizer files), e.g. "
                  "runs/my-run/checkpoint-500, or a Hub id such as Qwen/Qwen2.5-0.5B-Instruct")
 
-def check_rewards(c, funcs: list, offline: bool) -> None:
+def check_rewards(
+    c,
+    funcs: list,
+    offline: bool,
+    environment_rewards: int = 0,   # rewards an environment owns (its get_reward; TRL's)
+) -> None:
     "At least one reward: a built-in, an importable function or a reward model; one weight each."
-    if not funcs:
+    if not funcs and not environment_rewards:
         raise GRPOEduError(
             "No reward source provided: reward_funcs is empty, and GRPO needs at least one reward "
-            "function: a built-in such as accuracy, yours (TRL's signature), or a reward model."
+            "function: a built-in such as accuracy, yours (TRL's signature), or a reward model; or "
+            "an environment_factory whose environment defines get_reward."
         )
     # a name that is no built-in, folder or Hub id (org/name) is a typo
     for f in () if offline else funcs:
@@ -148,9 +154,10 @@ def preflight(
     reward_funcs: list,     # the reward functions the run uses (names or functions)
     tools: list,            # the tools the run uses
     described: bool = True, # the tools are the config's own, described by its model's template
+    environment_rewards: int = 0,   # rewards an environment owns (check_rewards)
 ) -> None:
     "What a valid config names, looked for on this machine: rewards, tools, packages, then paths."
-    check_rewards(c, reward_funcs, offline=False)
+    check_rewards(c, reward_funcs, offline=False, environment_rewards=environment_rewards)
     check_tools(c, tools, offline=False, described=described)
     check_installed(c)
     check_paths(c)
@@ -175,6 +182,7 @@ def check_config(
     reward_funcs: list | None = None,  # the functions GRPOTrainer was given (None: c.reward_funcs)
     tools: list | None = None,         # the tools GRPOTrainer was given (None: c.tools)
     offline: bool = False,  # True: the values alone (grpo-edu memory), no file looked at
+    environment_rewards: int = 0,      # rewards an environment owns (TRL's environment_factory)
 ) -> GRPOConfig:
     "A config's values (validate), then what it names on this machine (offline: values only)."
     c.validate(num_processes)
@@ -185,5 +193,5 @@ def check_config(
     if offline:  # the rewards' and tools' values alone, nothing looked up
         check_rewards(c, funcs, offline=True)
         check_tools(c, tools, offline=True, described=described)
-    else: preflight(c, funcs, tools, described)
+    else: preflight(c, funcs, tools, described, environment_rewards)
     return c

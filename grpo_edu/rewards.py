@@ -444,12 +444,13 @@ def score_completions(
 ) -> tuple:  # ((N, F) rewards, {name: [values]} from log_metric, {column: [values]})
     "Every reward function on every completion, called with TRL's arguments."
     G = len(completions) // len(rows)
-    prompts = [r["prompt"] for r in rows for _ in range(G)]
+    columns = {k: [r[k] for r in rows for _ in range(G)] for k in rows[0] if k != "prompt"}
+    columns.update(completion_columns or {})
+    # Each completion's prompt: its row's, or the custom rollout's own (an environment's reset).
+    prompts = columns.pop("prompt", None) or [r["prompt"] for r in rows for _ in range(G)]
     # A text answering a chat becomes an assistant message; a tool conversation is one already.
     messages = [[{"role": "assistant", "content": t}] if _is_chat(p) and isinstance(t, str) else t
                 for p, t in zip(prompts, completions)]
-    columns = {k: [r[k] for r in rows for _ in range(G)] for k in rows[0] if k != "prompt"}
-    columns.update(completion_columns or {})
     ids = [c[m.bool()].tolist() for c, m in zip(completion_ids, completion_mask)]
     extras, metrics, extra_columns = reward_extras(trainer_state)
     per_func = call_reward_funcs(funcs, prompts, messages, ids, columns, extras)   # (N, F)
@@ -521,19 +522,24 @@ def reward_columns_missing(
             and p.default is p.empty and p.name not in given]
 
 # %% ../nbs/api/02_rewards.ipynb #e62816a6
-def check_reward_sets(funcs: list, train_dataset, eval_dataset=None) -> None:
+def check_reward_sets(
+    funcs: list,
+    train_dataset,
+    eval_dataset=None,
+    supplied: tuple = (),   # arguments the rollout adds to the columns (environments: `environments`)
+) -> None:
     "check_reward_columns on the train set and each eval set (one, or a dict of them by name)."
-    check_reward_columns(funcs, train_dataset)
+    check_reward_columns(funcs, train_dataset, supplied=supplied)
     named = eval_dataset if isinstance(eval_dataset, dict) else {None: eval_dataset}
     for key, part in named.items():
         name = "eval_dataset" if key is None else f"eval_dataset[{key!r}]"
-        if part is not None: check_reward_columns(funcs, part, name)
+        if part is not None: check_reward_columns(funcs, part, name, supplied)
 
-def check_reward_columns(funcs: list, dataset, name: str = "train_dataset") -> None:
+def check_reward_columns(funcs: list, dataset, name: str = "train_dataset", supplied: tuple = ()) -> None:
     "Refuse a reward function that needs a column `dataset` lacks (accuracy needs `answer`)."
     columns = dataset.column_names or sorted(next(iter(dataset)))   # a stream may not know them
     for func in funcs:
-        if missing := reward_columns_missing(func, columns):
+        if missing := reward_columns_missing(func, [*columns, *supplied]):
             need, many = ", ".join(f"`{m}`" for m in missing), len(missing) > 1
             raise GRPOEduError(
                 f"reward function `{reward_name(func)}` needs the dataset column{'s' * many} "

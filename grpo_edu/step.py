@@ -31,6 +31,7 @@ from accelerate.utils import gather_object
 from .config import GRPOConfig, StepPlan
 from .distributed import Placement, accumulation_boundary, backward
 from .entropy import EntropyControl, entropy_bonus
+from .environments import EnvironmentRound
 from .errors import GRPOEduError, explain_oom
 from .logprobs import per_token_logps
 from .loss import LossOptions, SamplerCorrection, grpo_loss, loss_normaliser
@@ -44,10 +45,10 @@ from .tools import ToolRollout, encode_tool_prompts, tool_metrics, tool_rollout
 
 # %% auto #0
 __all__ = ['OneProcess', 'pad_multiple', 'round_up', 'Sampling', 'Rollout', 'encode_round_prompts',
-           'sample_round', 'pad_rollout', 'Scores', 'score', 'RolloutBatch', 'lm_head_chunk',
-           'old_and_ref_logps', 'sampler_correction', 'build_batch', 'round_metrics',
-           'split_round', 'micro_batches', 'micro_batch', 'EntropyTerms', 'entropy_terms',
-           'micro_batch_backward', 'optimizer_step', 'update', 'sampler_differs',
+           'sample_round', 'pad_rollout', 'Scores', 'reward_weights', 'score', 'RolloutBatch',
+           'lm_head_chunk', 'old_and_ref_logps', 'sampler_correction', 'build_batch',
+           'round_metrics', 'split_round', 'micro_batches', 'micro_batch', 'EntropyTerms',
+           'entropy_terms', 'micro_batch_backward', 'optimizer_step', 'update', 'sampler_differs',
            'correct_sampler', 'filtered_correction']
 
 # %% ../nbs/api/14c_step.ipynb #671aa42a
@@ -180,10 +181,16 @@ def sample_round(
     rows: list[dict],         # the round's dataset rows on this process, each with a `prompt`
     sampling: Sampling,       # G, lengths, temperature, filters, engine (Sampling.from_config)
     tools: list | None = None,  # functions the model may call (load_tools): several turns
+    environments: EnvironmentRound | None = None,   # TRL's: each completion's prompt and tools
 ) -> Rollout:                 # N = len(rows) × G completions
     "Step 2: G completions per prompt (several turns when the model may call tools)."
     device = next(model.parameters()).device
-    ids, mask = encode_round_prompts(tokenizer, rows, sampling, tools, device)      # (N, P)
+    if environments is None:
+        ids, mask = encode_round_prompts(tokenizer, rows, sampling, tools, device)  # (N, P)
+    else:  # each completion's own prompt (its reset) and its environment's tools
+        settings = (sampling.max_prompt_length, sampling.chat_template_kwargs)
+        ids, mask = (t.to(device) for t in environments.encode(tokenizer, *settings))  # (N, P)
+        tools = environments.tools if any(environments.tools) else None
     K, generate = sampling.max_completion_length, sampling.generate_kwargs()
     with explain_oom("rollout"):
         if tools:  # sample, run the calls, continue the callers
@@ -198,6 +205,8 @@ def sample_round(
                 model, tokenizer, ids, mask, K, **generate)
             rollout = Rollout(ids, mask, completion_ids, completion_mask, truncated,
                               sampling.num_generations, logq[0] if logq else None)
+    if environments is not None:   # the reward functions get them, and the prompts reset wrote
+        rollout.columns = {"environments": environments.instances, "prompt": environments.prompts}
     return pad_rollout(rollout, sampling.pad_to_multiple_of, tokenizer.pad_token_id)
 
 # %% ../nbs/api/14c_step.ipynb #883a6fd3
@@ -238,6 +247,14 @@ class Scores(NamedTuple):
         return self.rewards.advantages[self.mine]
 
 # %% ../nbs/api/14c_step.ipynb #0e2c5493
+def reward_weights(
+    args: GRPOConfig,   # its reward_weights (None: 1 each)
+    num_funcs: int,     # F: the reward functions, an environment's get_reward last
+) -> torch.Tensor:      # (F,)
+    "Each reward function's weight: reward_weights, then 1 for an environment's get_reward (TRL's)."
+    given = list(args.reward_weights or [1.0] * num_funcs)
+    return torch.tensor(given + [1.0] * (num_funcs - len(given)), dtype=torch.float32)
+
 @torch.no_grad()
 def score(
     rollout: Rollout,
@@ -262,7 +279,7 @@ def score(
         reward_funcs, rows, completions, rollout.completion_ids, rollout.completion_mask,
         trainer_state, rollout.columns)
     per_func = accelerator.gather(per_func.to(accelerator.device))            # (N · processes, F)
-    weights = torch.tensor(args.reward_weights or [1.0] * len(reward_funcs), dtype=torch.float32)
+    weights = reward_weights(args, len(reward_funcs))                          # (F,)
     rewards = rewards_and_advantages(per_func, weights, G, args.scale_rewards,
                                      args.multi_objective_aggregation)
     n, rank = len(texts), accelerator.process_index

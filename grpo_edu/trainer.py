@@ -48,11 +48,10 @@ from .rewards import check_reward_sets, load_reward_funcs, reward_name
 from .rollout import warn_long_prompts
 from .step import RolloutBatch, Sampling, build_batch, correct_sampler, filtered_correction
 from .eval_step import evaluate_rows
-from .step import round_metrics
-from .step import sample_round, score, split_round, update
+from .step import round_metrics, sample_round, score, split_round, update
 from .tools import check_tool_tokenizer, load_tools, tool_schemas
 from .trl_surface import TRLSurface, TrainResult, streamed_train_settings, train_end_row
-from .trl_surface import num_generations_eval, trl_eval_row, trl_logs
+from .trl_surface import eval_batches, num_generations_eval, trl_eval_row, trl_logs
 from .usercode import tool_pool, tool_reference
 
 # %% auto #0
@@ -80,7 +79,8 @@ class GRPOTrainer(TRLSurface):
                  peft_config=None,  # TRL's: LoRA adapters (a peft LoraConfig); or the config's
                  tools=None,  # TRL's: functions the model may call; or the config's
                  callbacks=None,  # transformers TrainerCallback objects (TRL's argument)
-                 rollout_func=None):  # TRL's: (prompts, trainer) -> token ids, log-probs (own rollouts)
+                 rollout_func=None,  # TRL's: (prompts, trainer) -> token ids, log-probs (own rollouts)
+                 environment_factory=None):  # TRL's: an environment class (or {name: class}) per rollout
         self.args = args = as_config(args)        # ours, a dict, TRL's, or None
         bf16 = "bf16" if use_bf16(args) else "no"
         self.accelerator = accelerator = Accelerator(cpu=args.use_cpu, mixed_precision=bf16)
@@ -88,26 +88,26 @@ class GRPOTrainer(TRLSurface):
         funcs = list(reward_funcs) if isinstance(reward_funcs, (list, tuple)) else [reward_funcs]
         funcs = [] if reward_funcs is None else funcs             # check_config says what to pass
         tools = (args.tools or []) if tools is None else list(tools)   # TRL's argument, or the config's
-        # Checked as a recipe is, before any weight loads: the fields, reward names and tools, the
-        # placement (TR-DPO, the static engine and LoRA need whole weights), the data.
-        check_config(args, accelerator.num_processes, reward_funcs=funcs, tools=tools)
-        self.placement.check(args, peft_config, tools)
+        # Checked before any weight loads: the fields, rewards, tools and environments, the placement
+        # (TR-DPO, the static engine and LoRA need whole weights), the data.
+        check_config(args, accelerator.num_processes, reward_funcs=funcs, tools=tools,
+                     environment_rewards=self._make_environments(environment_factory, tools))
+        self.placement.check(args, peft_config, self._all_tools(tools))
         set_seed(args.seed)
         self._check_data(train_dataset, eval_dataset)
         self.reward_funcs = load_reward_funcs(funcs, reward_processing_classes, args.model_init_kwargs,
                                               accelerator.device, args.chat_template_kwargs)
-        self.reward_names = [reward_name(f) for f in self.reward_funcs]
         if rollout_func is None:            # (a custom rollout may bring the columns itself)
-            check_reward_sets(self.reward_funcs, self.train_dataset, self.eval_dataset)   # `answer`...
-        self.tools = load_tools(tools)  # [] without tools
+            check_reward_sets(self.reward_funcs, self.train_dataset, self.eval_dataset, self._supplied)
+        self.reward_funcs += self._environment_rewards             # get_reward last, weight 1
+        self.reward_names = [reward_name(f) for f in self.reward_funcs]
+        self.tools = self._all_tools(load_tools(tools))  # [] without tools; with environments, theirs too
         self.rollout_func = rollout_func
-        if self.tools:
-            processing_class = self._tool_tokenizer(model, processing_class)   # before any weight
+        if self.tools: processing_class = self._tool_tokenizer(model, processing_class)   # before weights
         self.plan, self.max_steps, self.state = self._plan_steps()
         model, self.tokenizer, ref_model = self._load_models(model, processing_class, peft_config)
         self.model, self.optimizer, self.scheduler, self.ref_model = self._prepare(model, ref_model)
-        param_dtype = next(self.model.parameters()).dtype
-        correct = correct_sampler(args, accelerator.mixed_precision, param_dtype)
+        correct = correct_sampler(args, accelerator.mixed_precision, next(self.model.parameters()).dtype)
         if correct and (note := filtered_correction(args)): warnings.warn(note)
         self.sampling = Sampling.from_config(args, self.placement, return_logprobs=correct)
         self.loss_options = LossOptions.from_config(args)        # beta, epsilons, ...: the loss's
@@ -203,8 +203,9 @@ class GRPOTrainer(TRLSurface):
         "Steps 2–4 on this process's rows: sample_round, score, build_batch; the round's metrics."
         args, accelerator, started = self.args, self.accelerator, time.perf_counter()
         policy = accelerator.unwrap_model(self.model)
+        environments = self._start_environments(rows)         # TRL's: one per completion (or None)
         with accelerator.autocast():                           # 2: G completions each, N = rows × G
-            rollout = (sample_round(policy, self.tokenizer, rows, self.sampling, self.tools)
+            rollout = (sample_round(policy, self.tokenizer, rows, self.sampling, self.tools, environments)
                        if self.rollout_func is None else self._custom_rollout(rows, args.num_generations))
         rolled = time.perf_counter()
         scores = score(rollout, rows, self.reward_funcs, self.tokenizer, args, self.state,
@@ -249,17 +250,16 @@ class GRPOTrainer(TRLSurface):
 
     def _check_data(self, train_dataset, eval_dataset) -> None:
         "The train set (a Dataset, or a stream: PromptStream) and the eval set(s), checked."
-        self.train_dataset = check_train_dataset(train_dataset)
+        self.train_dataset = check_train_dataset(self._environment_data(train_dataset))
         shuffle = self.args.seed if self.args.shuffle_dataset else None
         self._stream = prompt_stream(self.train_dataset, shuffle)  # None: drawn by prompt_indices
         if self._stream is not None: streamed_train_settings(self.args)   # max_steps, TRL's settings
         self.eval_dataset = check_eval_dataset(eval_dataset, self.args.eval_steps)
-        self._answered = answered_set(self.eval_dataset)   # greedy accuracy's set (None: no answers)
+        self._answered = None if self._environments else answered_set(self.eval_dataset)   # pass@1's set
 
     def _tool_tokenizer(self, model, tokenizer):
         "The tokenizer checked for tools (check_tool_tokenizer), before any weight loads."
-        if tokenizer is None and isinstance(model, str):
-            tokenizer = load_tokenizer(model)
+        if tokenizer is None and isinstance(model, str): tokenizer = load_tokenizer(model)
         if tokenizer is not None:    # a loaded model without it: build_policy says so
             tokenizer = check_tool_tokenizer(tokenizer, self.args.chat_template_kwargs)
         # The tool workers start now, importing the tools while the weights load.
@@ -423,11 +423,11 @@ class GRPOTrainer(TRLSurface):
         metrics = evaluate_rows(self.model, self.ref_model, self.tokenizer, rows, self.reward_funcs,
                                 self.reward_names, args, sampling, self.tools, self.accelerator,
                                 self.placement, self.state, seed=args.seed,
-                                sample=self._custom_rollout if self.rollout_func else None)
+                                sample=self._eval_sampler)
         if (accuracy := self.accuracy(rows)) is not None:       # grpo_edu's greedy pass@1 too
             metrics.update({k.removeprefix("eval_"): v for k, v in eval_metrics(accuracy).items()})
         row = trl_eval_row(metrics, metric_key_prefix, time.time() - started, len(rows),
-                           self.state.epoch)
+                           self.state.epoch, eval_batches(args, len(rows), self.plan.processes))
         self.state.log_history.append({**row, "step": self.step})   # as transformers' evaluate
         self._event("on_log", logs=row)
         self._event("on_evaluate", metrics=row)
@@ -438,7 +438,7 @@ class GRPOTrainer(TRLSurface):
         "Greedy pass@1 on rows with `prompt` and `answer` (None: eval_dataset); tools: tool rollouts."
         args, dataset = self.args, dataset if dataset is not None else self._answered
         if isinstance(dataset, list) and dataset: dataset = Dataset.from_list(dataset)
-        if not isinstance(dataset, Dataset) or "answer" not in dataset.column_names:
+        if self._environments or not isinstance(dataset, Dataset) or "answer" not in dataset.column_names:
             return None
         model, rows = self.accelerator.unwrap_model(self.model), max_samples or args.eval_max_samples
         names = ("tool_timeout", "max_tool_calling_iterations", "tool_workers", "max_tool_result_chars")
@@ -481,8 +481,7 @@ class GRPOTrainer(TRLSurface):
         state, folder = restore_run(accelerator, self.model, self.optimizer, self.scheduler, path,
                                     args.output_dir, self.placement.sharded_optimizer, args.optim)
         self.step, self.eval_before = state["step"], state.get("eval_before")
-        self.health.fired = state["health"]["fired"]
-        self.health.skipped_steps = state["health"]["skipped"]
+        self.health.fired, self.health.skipped_steps = state["health"]["fired"], state["health"]["skipped"]
         if args.use_adaptive_entropy and "entropy_control" in state:  # where the controller had got to
             self.entropy_control.load_state_dict(state["entropy_control"])
         if args.sync_ref_model and (folder / "reference").is_dir():      # the moved π_ref (TR-DPO)

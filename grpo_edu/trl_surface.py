@@ -11,8 +11,10 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/trl_surface.html.md"""
 
 # %% ../nbs/api/14e_trl_surface.ipynb #bb005b84
 from __future__ import annotations
+import dataclasses, math
 from functools import partial
 import torch
+from fastcore.basics import patch
 from datasets import IterableDataset
 from torch.utils.data import DataLoader
 from transformers.trainer_pt_utils import AcceleratorConfig
@@ -21,12 +23,13 @@ from .loss import high_entropy_mask, off_policy_mask
 from .errors import GRPOEduError
 from .logprobs import per_token_logps
 from .monitor import gather_values
-from .step import Rollout, pad_rollout
+from .environments import EnvironmentRound, Environments
+from .step import Rollout, pad_rollout, reward_weights, sample_round
 from .tools import ToolRollout, pad_rows
 
 # %% auto #0
-__all__ = ['TrainResult', 'train_end_row', 'num_generations_eval', 'trl_eval_row', 'trl_logs',
-           'rollout_of', 'TRLSurface', 'streamed_train_settings', 'prompt_loader']
+__all__ = ['TrainResult', 'train_end_row', 'num_generations_eval', 'eval_batches', 'trl_eval_row',
+           'trl_logs', 'rollout_of', 'TRLSurface', 'streamed_train_settings', 'prompt_loader']
 
 # %% ../nbs/api/14e_trl_surface.ipynb #7264c9ed
 class TrainResult(TrainOutput):
@@ -75,18 +78,28 @@ def num_generations_eval(args) -> int:
     "TRL's num_generations_eval: completions per eval prompt (unset: num_generations)."
     return getattr(args, "num_generations_eval", None) or args.num_generations
 
+def eval_batches(
+    args,            # per_device_eval_batch_size (completions) and num_generations_eval
+    samples: int,    # the eval prompts, over every process
+    processes: int,
+) -> int:
+    "The eval batches one process runs, as transformers counts them: its completions over the batch size."
+    completions = math.ceil(samples / processes) * num_generations_eval(args)
+    return max(1, math.ceil(completions / args.per_device_eval_batch_size))
+
 def trl_eval_row(
     metrics: dict,        # the evaluation's metrics by TRL's names (loss, reward, rewards/<f>/mean, ...)
     prefix: str,          # "eval", or "eval_<name>" for one of several named eval sets
     runtime: float,       # its seconds
     samples: int,         # the eval prompts
     epoch: float | None,  # epochs of training prompts drawn so far
+    batches: int = 1,     # the eval batches one process ran (eval_batches): transformers' steps
 ) -> dict:                # the row transformers' evaluate() returns and logs (without `step`)
     "transformers' evaluate() result: each metric as `<prefix>_<name>`, with time and throughput."
     row = {f"{prefix}_{name}": value for name, value in metrics.items()}
     row.update({f"{prefix}_runtime": round(runtime, 4),
                 f"{prefix}_samples_per_second": round(samples / max(runtime, 1e-9), 3),
-                f"{prefix}_steps_per_second": round(1 / max(runtime, 1e-9), 3)})
+                f"{prefix}_steps_per_second": round(batches / max(runtime, 1e-9), 3)})
     return {**row, "epoch": epoch} if epoch is not None else row
 
 # %% ../nbs/api/14e_trl_surface.ipynb #9fd4629c
@@ -240,6 +253,82 @@ class TRLSurface:
                               batch_size, compute_entropy, entropy_grad=self._entropy_bonus_enabled)
         logps, entropies = out if compute_entropy else (out, None)
         return logps, entropies, None
+
+# %% ../nbs/api/14e_trl_surface.ipynb #4095d646
+TRLSurface.environments = None    # TRL's: the last round's environment of each completion
+TRLSurface._environments = None   # the run's Environments (None: no environment_factory)
+
+@patch
+def _make_environments(self: TRLSurface, environment_factory, tools: list) -> int:
+    "The run's environments (TRL's environment_factory), probed and checked; the rewards they own."
+    self._environments = Environments.of(environment_factory, tools)
+    return len(self._environment_rewards)
+
+@patch(as_prop=True)
+def _environment_rewards(self: TRLSurface) -> list:
+    "The environments' get_reward functions, which come after the reward_funcs (TRL's)."
+    return self._environments.reward_funcs if self._environments else []
+
+@patch
+def _all_tools(self: TRLSurface, tools: list) -> list:
+    "The run's tools: the standalone ones, and every environment's (TRL's `trainer.tools`)."
+    return tools if self._environments is None else self._environments.all_tools()
+
+@patch(as_prop=True)
+def _supplied(self: TRLSurface) -> tuple:
+    "What the rollout passes the reward functions beside the dataset's columns (TRL's `environments`)."
+    return ("environments",) if self._environments else ()
+
+@patch(as_prop=True)
+def _env_tools(self: TRLSurface) -> dict:
+    "TRL's: the tools shown with each environment, by its name (None: the one environment)."
+    return self._environments.tools
+
+@patch(as_prop=True)
+def _environment_pool(self: TRLSurface) -> dict:
+    "TRL's: each environment's instances, reused from round to round."
+    return self._environments.pool
+
+@patch
+def _environment_data(self: TRLSurface, train_dataset):
+    "The train set as the environments need it: TRL's placeholder rows, or `prompt` defaulted."
+    if self._environments is None: return train_dataset
+    rows = self.args.step_plan(self.accelerator.num_processes).prompts_per_round
+    return self._environments.dataset(train_dataset, self.args.max_steps, rows)
+
+@patch
+def _start_environments(self: TRLSurface, rows: list[dict],
+                        num_generations: int | None = None) -> EnvironmentRound | None:
+    "A round's environments, one per completion, reset with their rows (None: no environments)."
+    if self._environments is None: return None
+    G = num_generations or self.args.num_generations
+    this_round = self._environments.start_round(rows, G)
+    self.environments = this_round.instances
+    return this_round
+
+@patch
+def _environment_rollout(self: TRLSurface, rows: list[dict], num_generations: int) -> Rollout:
+    "Evaluation's rollout with environments: each completion's own, reset with its row (as training's)."
+    sampling = dataclasses.replace(self.sampling, num_generations=num_generations)
+    policy = self.accelerator.unwrap_model(self.model)
+    return sample_round(policy, self.tokenizer, rows, sampling, self.tools,
+                        self._start_environments(rows, num_generations))
+
+@patch(as_prop=True)
+def _eval_sampler(self: TRLSurface):
+    "evaluate_rows' `sample`: rollout_func's, the environments', or None (sample_round)."
+    if self.rollout_func is not None: return self._custom_rollout
+    return self._environment_rollout if self._environments is not None else None
+
+@patch(as_prop=True)
+def reward_func_names(self: TRLSurface) -> list:
+    "TRL's name for the reward functions' names (the metrics' `rewards/<name>/mean`)."
+    return self.reward_names
+
+@patch(as_prop=True)
+def reward_weights(self: TRLSurface) -> torch.Tensor:
+    "(F,) TRL's: each reward function's weight, an environment's get_reward 1."
+    return reward_weights(self.args, len(self.reward_funcs))
 
 # %% ../nbs/api/14e_trl_surface.ipynb #e6bf7ce7
 def streamed_train_settings(args) -> None:

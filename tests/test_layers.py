@@ -9,7 +9,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "grpo_edu"
 LAYER = {"errors": 0, "docs": 0,
          "logprobs": 1, "advantages": 1, "kl": 1, "loss": 1,
          "data": 2, "toy": 2, "toy_tools": 2, "calculators": 2, "tabular": 2, "rewards": 2, "rollout": 2, "engine": 2,
-         "tools": 2, "usercode": 2,
+         "tools": 2, "usercode": 2, "environments": 2,
          "evaluation": 3,
          "config": 4, "preflight": 4, "recipe": 4, "trainer": 4, "launch": 4, "plots": 4, "monitor": 4, "checkpoint": 4, "integrity": 4, "policy": 4, "distributed": 4, "entropy": 4,
          "step": 4, "callbacks": 4, "trl_surface": 4, "eval_step": 4,
