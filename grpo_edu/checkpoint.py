@@ -16,8 +16,8 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/checkpoint.html.md"""
 
 # %% auto #0
 __all__ = ['ADAPTER_BASE', 'REPLACED', 'RUN_FILES', 'rng_state', 'set_rng_state', 'checkpoint_tmp',
-           'save_adapter_base', 'save_checkpoint', 'rotate_checkpoints', 'disk_is_full',
-           'failed_save', 'read_safetensors', 'tensor_differences', 'load_weights',
+           'save_adapter_base', 'save_tokenizer', 'save_checkpoint', 'rotate_checkpoints',
+           'disk_is_full', 'failed_save', 'read_safetensors', 'tensor_differences', 'load_weights',
            'load_adapters', 'check_resumable', 'rng_for_process', 'set_aside_run',
            'delete_set_aside', 'save_run', 'restore_run', 'continue_schedule', 'restoring']
 
@@ -87,6 +87,17 @@ def save_adapter_base(
     settings = {**json.loads(written.read_text()), "base_model_name_or_path": ADAPTER_BASE}
     written.write_text(json.dumps(settings, indent=2, sort_keys=True))
 
+# %% ../nbs/api/09_checkpoint.ipynb #b12e04aa
+def save_tokenizer(tokenizer, folder) -> None:
+    "Save the tokenizer with its stock chat template: a training variant (tools') is the run's alone."
+    stock = getattr(tokenizer, "stock_chat_template", None)
+    if stock is None:
+        tokenizer.save_pretrained(folder)
+        return
+    training, tokenizer.chat_template = tokenizer.chat_template, stock
+    try: tokenizer.save_pretrained(folder)
+    finally: tokenizer.chat_template = training
+
 # %% ../nbs/api/09_checkpoint.ipynb #d63884b6
 def save_checkpoint(
     output_dir,             # the run folder
@@ -108,7 +119,7 @@ def save_checkpoint(
         # a PeftModel: adapters
         model.save_pretrained(tmp, safe_serialization=True, state_dict=model_state_dict)
         if is_peft_model(model): save_adapter_base(model, tmp)
-        if tokenizer is not None: tokenizer.save_pretrained(tmp)
+        if tokenizer is not None: save_tokenizer(tokenizer, tmp)
         torch.save({**state, "step": step, "time": time.time()}, tmp / "trainer_state.pt")
         write_manifest(tmp)  # last: the size and sha256 of everything above
         for f in tmp.rglob("*"):

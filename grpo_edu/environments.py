@@ -12,9 +12,11 @@ Why each choice is safe:
   so a batch may mix environments (a dict factory routes each row by its `environment` column).
 - An environment's methods run in the trainer's process, on the instance itself (`answer_calls`):
   their state is what `get_reward`, the reward functions (`environments=`) and the user read, and a
-  worker process would change a copy. A call past `tool_timeout` still fails and the rollout goes
-  on; what the method started keeps running, and a crash in it is the run's. Standalone tools keep
-  their worker processes.
+  worker process would change a copy. They run in the calling thread, as TRL calls them, so what
+  an environment binds to a thread (a database connection) stays valid, and async ones on the
+  process's one event loop. A call past `tool_timeout` is interrupted where it runs in the main
+  thread (an alarm signal); a crash in it is the run's. Standalone tools that are plain functions
+  keep their worker processes.
 - `get_reward` becomes one reward function per environment class (named after it, weight 1, after
   the `reward_funcs`); a rollout of another class gets None, which is no reward, not zero.
 - With no `train_dataset`, a round's worth of empty user prompts drives the loop and `reset()`
@@ -26,7 +28,7 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/environments.html.md"""
 
 # %% ../nbs/api/05b_environments.ipynb #ea736905
 from __future__ import annotations
-import inspect
+import copy, inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 import torch
@@ -34,11 +36,11 @@ from datasets import Dataset
 from fastcore.basics import patch
 from .errors import GRPOEduError
 from .rollout import encode_prompts
-from .tools import check_tools, encode_tool_prompts, pad_rows
+from .tools import check_tools, encode_tool_prompts, load_tools, pad_rows
 
 # %% auto #0
 __all__ = ['NOT_TOOLS', 'DEFAULT_PROMPT', 'environment_methods', 'environment_reward',
-           'with_observation', 'Environments', 'EnvironmentRound']
+           'with_observation', 'Environments', 'with_prompts', 'EnvironmentRound']
 
 # %% ../nbs/api/05b_environments.ipynb #5d7fbefe
 NOT_TOOLS = ("reset", "get_reward")   # an environment's own methods, never shown to the model
@@ -85,8 +87,8 @@ class Environments:
                  tools: list = ()):  # standalone tools, shown beside every environment's
         self.multi = isinstance(factory, dict)     # then each row's `environment` column picks one
         self.factories = dict(factory) if self.multi else {None: factory}
-        self.standalone, self.tools, self.pool = list(tools), {}, {}
-        self.reward_funcs, self.added_prompt, rewarded = [], False, []
+        self.standalone, self.tools, self.pool = load_tools(tools), {}, {}   # import paths imported
+        self.reward_funcs, rewarded = [], []
         for name, make in self.factories.items():
             instance = _made(make, name)       # the probe: checked, then the first of the pool
             self.tools[name] = self.standalone + environment_methods(instance)
@@ -117,8 +119,9 @@ def _made(make, name) -> object:
                            "returns a new environment.")
     instance = make()
     if not callable(getattr(type(instance), "reset", None)):
-        raise GRPOEduError(f"{where} made a {type(instance).__name__} with no `reset` method: each "
-                           "environment must define reset(**row), which may return the prompt's text.")
+        raise GRPOEduError(f"{where} made a {type(instance).__name__} with no `reset` method. Each "
+                           "environment instance returned by `environment_factory` must define a callable "
+                           "`reset` (reset(**row), which may return text for the prompt).")
     return instance
 
 # %% ../nbs/api/05b_environments.ipynb #07c07564
@@ -141,11 +144,14 @@ def dataset(self: Environments,
                 " prompt from `reset()`), `max_steps` must be set to a positive value to define the"
                 " training length. Set it via `GRPOConfig(max_steps=...)`.")
         return Dataset.from_dict({"prompt": [DEFAULT_PROMPT] * rows_per_round})
-    names = getattr(train_dataset, "column_names", None)
-    if isinstance(train_dataset, Dataset) and names is not None and "prompt" not in names:
-        self.added_prompt = True       # not the user's: reset() is not given it
-        return train_dataset.add_column("prompt", [DEFAULT_PROMPT] * len(train_dataset))
-    return train_dataset
+    return with_prompts(train_dataset)
+
+def with_prompts(dataset) -> Dataset | dict | list:
+    "A dataset (or a dict of them) whose rows have `prompt`: TRL's empty user prompt where it has none."
+    if isinstance(dataset, dict): return type(dataset)({k: with_prompts(v) for k, v in dataset.items()})
+    if isinstance(dataset, (list, tuple)): return [{"prompt": DEFAULT_PROMPT, **row} for row in dataset]
+    if not isinstance(dataset, Dataset) or "prompt" in dataset.column_names: return dataset
+    return dataset.add_column("prompt", [DEFAULT_PROMPT] * len(dataset))
 
 # %% ../nbs/api/05b_environments.ipynb #fafcc819
 @dataclass
@@ -180,15 +186,16 @@ def start_round(self: Environments,
             f" to `environment_factory`. Expected one of: {list(self.factories)}.")
     instances, prompts, tools, taken = [], [], [], {}
     for row, name in zip(rows, names):
-        # `environment` picks the environment, and a defaulted `prompt` is not the user's.
-        dropped = {"environment"} if self.multi else set()
-        dropped |= {"prompt"} if self.added_prompt else set()
-        kwargs = {k: v for k, v in row.items() if k not in dropped}
+        # `environment` picks the environment; the empty default prompt is not the data's.
+        kwargs = {k: v for k, v in row.items() if not (k == "environment" and self.multi)
+                  and not (k == "prompt" and v == DEFAULT_PROMPT)}
         for _ in range(num_generations):
             index = taken[name] = taken.get(name, -1) + 1
             if index == len(self.pool[name]): self.pool[name].append(_made(self.factories[name], name))
             environment = self.pool[name][index]
             instances.append(environment)
-            prompts.append(with_observation(row.get("prompt", DEFAULT_PROMPT), environment.reset(**kwargs)))
+            # Each reset gets its own copy of the row, as each of TRL's rollouts reads its row anew.
+            observation = environment.reset(**copy.deepcopy(kwargs))
+            prompts.append(with_observation(row.get("prompt", DEFAULT_PROMPT), observation))
             tools.append(self.standalone + environment_methods(environment))
     return EnvironmentRound(instances, prompts, tools)

@@ -22,16 +22,15 @@ __all__ = ['logger', 'REWARD_FUNCS', 'SLOW_CALL_SECONDS', 'completion_text', 'pa
            'check_reward_columns']
 
 # %% ../nbs/api/02_rewards.ipynb #3f0a1c2e
-import asyncio, contextlib, inspect, logging, math, numbers, os, re, sys, threading
+import contextlib, inspect, logging, math, numbers, os, re, sys, threading
 from collections import defaultdict
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import NamedTuple
 import torch
 from .advantages import decoupled_advantages, group_advantages, group_reward_std, nanstd
 from .errors import GRPOEduError, closest, model_load_error
-from .usercode import import_user_module
+from .usercode import import_user_module, run_awaitable
 
 logger = logging.getLogger("grpo_edu.rewards")   # its name also when the notebook runs
 
@@ -304,10 +303,8 @@ def reward_name(func) -> str:
 
 # %% ../nbs/api/02_rewards.ipynb #0234d148
 def _awaited(value):
-    "What a reward call returned, with an `async def` function's coroutine run to its result."
-    if not inspect.isawaitable(value): return value
-    async def wait(): return await value
-    with ThreadPoolExecutor(1) as pool: return pool.submit(asyncio.run, wait()).result()
+    "What a reward call returned, an `async def` function's coroutine run on the one event loop (TRL's)."
+    return run_awaitable(value) if inspect.isawaitable(value) else value
 
 def _as_float(value) -> float | None:
     "A reward value as a float: None → NaN; a real number or 1-element tensor → float; else None."

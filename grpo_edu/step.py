@@ -154,6 +154,11 @@ class Rollout:
     turns: ToolRollout | None = None    # a tool rollout's turns and tool mask (tools only)
     columns: dict | None = None         # per-completion values for the reward functions (rollout_func's)
 
+    def prompts(self, rows: list[dict]) -> list:
+        "Each completion's prompt: the rollout's own (an environment's reset), else its row's."
+        own = (self.columns or {}).get("prompt")
+        return own or [row["prompt"] for row in rows for _ in range(self.num_generations)]
+
 # %% ../nbs/api/14c_step.ipynb #8a5fb2f7
 def encode_round_prompts(
     tokenizer,

@@ -41,12 +41,12 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/tools.html.md"""
 __all__ = ['QWEN3_THINK_BY_TURN', 'QWEN3_THINK_ALWAYS', 'QWEN_RESPONSE_TEMPLATE', 'tool_name',
            'tool_schemas', 'check_tools', 'supports_tool_calls', 'prefix_preserving',
            'training_chat_template', 'check_tool_tokenizer', 'encode_tool_prompts', 'parse_turn',
-           'run_tool', 'call_tool', 'answer_calls', 'tool_suffix_ids', 'pad_rows',
+           'run_tool', 'call_tool', 'call_in_place', 'answer_calls', 'tool_suffix_ids', 'pad_rows',
            'scripted_generate', 'ToolRollout', 'tool_rollout', 'row_tools', 'tool_metrics',
            'import_tool', 'load_tools']
 
 # %% ../nbs/api/05_tools.ipynb #408a5c21
-import asyncio, copy, functools, inspect, threading, warnings
+import contextlib, copy, functools, inspect, signal, threading, warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -62,7 +62,7 @@ from grpo_edu.rollout import (
 )
 from .rollout import pick_engine, static_rollout
 from .usercode import cap_text, import_user_module, tool_answer, tool_by_value, tool_pool
-from .usercode import tool_reference
+from .usercode import run_awaitable, tool_reference
 
 # %% ../nbs/api/05_tools.ipynb #8379eae3
 def tool_name(tool) -> str:
@@ -216,7 +216,10 @@ def check_tool_tokenizer(
             "tokenizer.chat_template to a prefix-preserving one."
         )
     if training is not None and not prefix_preserving(tokenizer, chat_template_kwargs):
-        tokenizer.chat_template = training    # TRL's training template, as its trainer swaps in
+        # TRL's training template, as its trainer swaps in, on a copy: the caller's stays as it was,
+        # and checkpoints save the stock one (grpo_edu.checkpoint.save_tokenizer).
+        stock, tokenizer = tokenizer.chat_template, copy.copy(tokenizer)
+        tokenizer.chat_template, tokenizer.stock_chat_template = training, stock
     if getattr(tokenizer, "response_template", None) is None:
         template = tokenizer.chat_template
         if "<tool_call>" not in template or "<|im_start|>" not in template:
@@ -284,8 +287,6 @@ def parse_turn(
     return message, [_checked_call(c) for c in message.get("tool_calls") or []]
 
 # %% ../nbs/api/05_tools.ipynb #cd766fa2
-async def _awaited(awaitable): return await awaitable
-
 def run_tool(
     tool,                        # a sync or async function
     arguments: dict,             # its keyword arguments, as the model wrote them
@@ -296,9 +297,7 @@ def run_tool(
     def target():
         try:
             result = tool(**arguments)
-            box["result"] = (
-                asyncio.run(_awaited(result)) if inspect.isawaitable(result) else result
-            )
+            box["result"] = run_awaitable(result) if inspect.isawaitable(result) else result
         except Exception as e: box["error"] = e  # raised again in the caller's thread
         # sys.exit too
         except BaseException as e: box["error"] = RuntimeError(f"{type(e).__name__}: {e}")
@@ -330,6 +329,38 @@ def call_tool(
         content, failed = str({"error": str(e)}), True
     return {"role": "tool", "name": name, "content": cap_text(content, max_chars)}, failed
 
+# %% ../nbs/api/05_tools.ipynb #c68bc94f
+@contextlib.contextmanager
+def _alarm(timeout: float | None, name: str):
+    "Past `timeout` s, TimeoutError inside the call (SIGALRM: the main thread only; elsewhere no limit)."
+    main = threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer")
+    if timeout is None or not main:
+        yield
+        return
+    def stop(signum, frame): raise TimeoutError(f"Tool {name} timed out after {timeout:g} s.")
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.setitimer(signal.ITIMER_REAL, timeout)
+    try: yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+def call_in_place(
+    tools: dict,                 # {name: tool}
+    call: dict,                  # {'name', 'arguments'} or {'name', 'error'} (parse_turn)
+    timeout: float | None = None,
+    max_chars: int | None = None,
+) -> tuple[dict, bool]:          # (the tool message, whether the call failed)
+    "Run one call in this thread, as TRL calls an environment's method: what it binds to the thread holds."
+    name = call["name"]
+    try:
+        if "error" in call: raise ValueError(call["error"])
+        if name not in tools: raise ValueError(f"Tool {name} not found.")
+        with _alarm(timeout, name): content, failed = tool_answer(tools[name], name, call["arguments"])
+    except Exception as e:
+        content, failed = str({"error": str(e)}), True
+    return {"role": "tool", "name": name, "content": cap_text(content, max_chars)}, failed
+
 # %% ../nbs/api/05_tools.ipynb #631db28b
 def answer_calls(
     tools: dict | list,            # {name: tool} (check_tools), or one such table per call
@@ -345,7 +376,7 @@ def answer_calls(
         tool = table.get(call["name"]) if "error" not in call else None
         if inspect.ismethod(tool) and not inspect.isclass(tool.__self__):
             # An object's method (an environment's): sent to a worker, it would change a copy.
-            answers[i] = call_tool(table, call, timeout, max_chars)
+            answers[i] = call_in_place(table, call, timeout, max_chars)
             continue
         ref = tool_reference(tool) if tool is not None else None
         if ref is None and tool is not None and (pickled := tool_by_value(tool)) is not None:

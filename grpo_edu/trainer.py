@@ -203,10 +203,10 @@ class GRPOTrainer(TRLSurface):
         "Steps 2–4 on this process's rows: sample_round, score, build_batch; the round's metrics."
         args, accelerator, started = self.args, self.accelerator, time.perf_counter()
         policy = accelerator.unwrap_model(self.model)
-        environments = self._start_environments(rows)         # TRL's: one per completion (or None)
+        envs = self._start_environments(rows)         # TRL's environments: one per completion (or None)
         with accelerator.autocast():                           # 2: G completions each, N = rows × G
-            rollout = (sample_round(policy, self.tokenizer, rows, self.sampling, self.tools, environments)
-                       if self.rollout_func is None else self._custom_rollout(rows, args.num_generations))
+            rollout = (sample_round(policy, self.tokenizer, rows, self.sampling, self.tools, envs)
+                       if self.rollout_func is None else self._custom_rollout(rows, environments=envs))
         rolled = time.perf_counter()
         scores = score(rollout, rows, self.reward_funcs, self.tokenizer, args, self.state,
                        accelerator)                                   # 3–4: rewards, advantages
@@ -216,7 +216,7 @@ class GRPOTrainer(TRLSurface):
         metrics = round_metrics(rollout, scores, batch, self.reward_names, accelerator)
         metrics.update({"time/rollout": rolled - started, "time/rewards": scored - rolled,
                         "time/ref_old_logps": time.perf_counter() - scored})
-        prompts = [r["prompt"] for r in rows for _ in range(args.num_generations)]
+        prompts = rollout.prompts(rows)          # each completion's (an environment's reset writes it)
         samples = completion_samples(prompts, scores.texts, scores.rewards.rewards[scores.mine],
                                      scores.advantages, scores.extra_columns,
                                      args.num_completions_to_print)
@@ -250,7 +250,8 @@ class GRPOTrainer(TRLSurface):
 
     def _check_data(self, train_dataset, eval_dataset) -> None:
         "The train set (a Dataset, or a stream: PromptStream) and the eval set(s), checked."
-        self.train_dataset = check_train_dataset(self._environment_data(train_dataset))
+        train_dataset, eval_dataset = self._environment_data(train_dataset, eval_dataset)  # TRL's defaults
+        self.train_dataset = check_train_dataset(train_dataset)
         shuffle = self.args.seed if self.args.shuffle_dataset else None
         self._stream = prompt_stream(self.train_dataset, shuffle)  # None: drawn by prompt_indices
         if self._stream is not None: streamed_train_settings(self.args)   # max_steps, TRL's settings

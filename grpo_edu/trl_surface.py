@@ -23,7 +23,7 @@ from .loss import high_entropy_mask, off_policy_mask
 from .errors import GRPOEduError
 from .logprobs import per_token_logps
 from .monitor import gather_values
-from .environments import EnvironmentRound, Environments
+from .environments import EnvironmentRound, Environments, with_prompts
 from .step import Rollout, pad_rollout, reward_weights, sample_round
 from .tools import ToolRollout, pad_rows
 
@@ -196,10 +196,15 @@ class TRLSurface:
         texts = self.processing_class.batch_decode(output["completion_ids"], skip_special_tokens=True)
         return output["prompt_ids"], output["completion_ids"], tool_mask, texts, output["logprobs"], rest
 
-    def _custom_rollout(self, rows: list[dict], num_generations: int) -> Rollout:
+    def _custom_rollout(self, rows: list[dict], num_generations: int | None = None,
+                        environments=None) -> Rollout:
         "A round's Rollout from rollout_func, which gets each prompt G times (as TRL passes them)."
-        prompts = [row["prompt"] for row in rows for _ in range(num_generations)]
+        num_generations = num_generations or self.args.num_generations
+        prompts = (environments.prompts if environments is not None   # what each reset wrote
+                   else [row["prompt"] for row in rows for _ in range(num_generations)])
         prompt_ids, completion_ids, env_mask, _, logprobs, columns = self._generate(prompts)
+        if environments is not None:    # the reward functions get them, as in TRL
+            columns = {**columns, "environments": environments.instances, "prompt": prompts}
         # As TRL (which reads them with vLLM only): q's log-probs weigh the loss only when asked for.
         logprobs = logprobs if self.args.vllm_importance_sampling_correction else None
         rollout = rollout_of(prompt_ids, completion_ids, env_mask, logprobs, columns, self.tokenizer,
@@ -290,11 +295,12 @@ def _environment_pool(self: TRLSurface) -> dict:
     return self._environments.pool
 
 @patch
-def _environment_data(self: TRLSurface, train_dataset):
-    "The train set as the environments need it: TRL's placeholder rows, or `prompt` defaulted."
-    if self._environments is None: return train_dataset
+def _environment_data(self: TRLSurface, train_dataset, eval_dataset) -> tuple:
+    "The train and eval sets as the environments need them: TRL's placeholder rows, `prompt` defaulted."
+    if self._environments is None: return train_dataset, eval_dataset
     rows = self.args.step_plan(self.accelerator.num_processes).prompts_per_round
-    return self._environments.dataset(train_dataset, self.args.max_steps, rows)
+    return (self._environments.dataset(train_dataset, self.args.max_steps, rows),
+            None if eval_dataset is None else with_prompts(eval_dataset))
 
 @patch
 def _start_environments(self: TRLSurface, rows: list[dict],
@@ -317,7 +323,8 @@ def _environment_rollout(self: TRLSurface, rows: list[dict], num_generations: in
 @patch(as_prop=True)
 def _eval_sampler(self: TRLSurface):
     "evaluate_rows' `sample`: rollout_func's, the environments', or None (sample_round)."
-    if self.rollout_func is not None: return self._custom_rollout
+    if self.rollout_func is not None:
+        return lambda rows, G: self._custom_rollout(rows, G, self._start_environments(rows, G))
     return self._environment_rollout if self._environments is not None else None
 
 @patch(as_prop=True)

@@ -25,11 +25,12 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/usercode.html.md"""
 
 # %% auto #0
 __all__ = ['BY_VALUE', 'TEXT_RESULTS', 'START_LIMIT', 'import_user_module', 'tool_reference',
-           'tool_by_value', 'cap_text', 'tool_answer', 'ToolPool', 'tool_pool', 'close_tool_pools']
+           'tool_by_value', 'cap_text', 'run_awaitable', 'tool_answer', 'ToolPool', 'tool_pool',
+           'close_tool_pools']
 
 # %% ../nbs/api/01b_usercode.ipynb #a4030492
 import asyncio, atexit, functools, hashlib, importlib, inspect, math, os, signal, subprocess, sys
-import importlib.machinery, time, types
+import contextlib, importlib.machinery, threading, time, types
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -82,19 +83,25 @@ def _findable(package: str, path: tuple) -> bool:
 # %% ../nbs/api/01b_usercode.ipynb #e975133a
 BY_VALUE = "<by value>"   # the module of a ref whose tool travels pickled, not imported
 
-def _detached(tool):
-    "A copy of a function, which dill pickles by value (the function itself it names by its module)."
-    if not isinstance(tool, types.FunctionType): return tool
-    copy = types.FunctionType(tool.__code__, tool.__globals__, tool.__name__, tool.__defaults__,
-                              tool.__closure__)
-    copy.__kwdefaults__, copy.__annotations__ = tool.__kwdefaults__, tool.__annotations__
-    copy.__qualname__, copy.__doc__, copy.__module__ = tool.__qualname__, tool.__doc__, tool.__module__
-    copy.__dict__.update(tool.__dict__)
-    return copy
+@contextlib.contextmanager
+def _unimportable_hidden(tool):
+    "While dill pickles `tool`: its package out of sys.modules if no worker can import it."
+    module = getattr(tool, "__module__", None) or "__main__"
+    package = module.partition(".")[0]
+    if module == "__main__" or _findable(package, (*sys.path, os.getcwd())):
+        yield
+        return
+    # Not found, dill pickles the package's functions and classes by value, not by a name
+    # that a worker could not import.
+    names = [n for n in sys.modules if n == package or n.startswith(package + ".")]
+    hidden = {n: sys.modules.pop(n) for n in names}
+    try: yield
+    finally: sys.modules.update(hidden)
 
 def _pickle(tool) -> tuple[tuple[str, str], bytes] | None:
     import dill
-    try: payload = dill.dumps(_detached(tool), recurse=True)
+    try:
+        with _unimportable_hidden(tool): payload = dill.dumps(tool, recurse=True)
     except Exception: return None              # it holds what no pickle can (a generator, a socket)
     return (BY_VALUE, hashlib.sha256(payload).hexdigest()), payload
 
@@ -118,13 +125,23 @@ def cap_text(
 # %% ../nbs/api/01b_usercode.ipynb #c2f86906
 TEXT_RESULTS = (str, int, float, bool)  # what a tool may return: the model reads it as str(result)
 
-async def _awaited(awaitable): return await awaitable
+_LOOP, _LOOP_LOCK = None, threading.Lock()
+
+def run_awaitable(awaitable) -> Any:
+    "What `awaitable` gives, run on this process's one event loop (a daemon thread's), as TRL runs them."
+    global _LOOP
+    with _LOOP_LOCK:
+        if _LOOP is None:   # one loop for the process's life: what an object binds to it stays valid
+            _LOOP = asyncio.new_event_loop()
+            threading.Thread(target=_LOOP.run_forever, daemon=True, name="grpo-edu-async").start()
+    async def wait(): return await awaitable
+    return asyncio.run_coroutine_threadsafe(wait(), _LOOP).result()
 
 def tool_answer(tool, name: str, arguments: dict) -> tuple[str, bool]:
     "(the tool message's content, failed): `tool(**arguments)`, awaited if async; errors as TRL's."
     try:
         result = tool(**arguments)
-        if inspect.isawaitable(result): result = asyncio.run(_awaited(result))
+        if inspect.isawaitable(result): result = run_awaitable(result)
         if not isinstance(result, TEXT_RESULTS):
             raise TypeError(f"Tool {name} returned a {type(result).__name__}, not text (str, int, "
                             "float or bool).")

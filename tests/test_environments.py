@@ -24,14 +24,15 @@ class Addition:
         return float(self.a)
 
 
-def trainer_for(tmp_path, reward_funcs, **fields):
+def trainer_for(tmp_path, reward_funcs, rollout_func=None, **fields):
     tok = toy_tokenizer()
     model = toy_model(tok, hidden_size=16, num_layers=1, seed=0)
     args = GRPOConfig(output_dir=str(tmp_path), num_generations=4, per_device_train_batch_size=8, max_steps=2,
                       learning_rate=0.1, bf16=False, logging_steps=1, save_steps=0, max_completion_length=4,
                       **fields)
     rows = Dataset.from_list([{"prompt": ""}] * 4)
-    return GRPOTrainer(model, reward_funcs, args, rows, processing_class=tok, environment_factory=Addition)
+    return GRPOTrainer(model, reward_funcs, args, rows, processing_class=tok, environment_factory=Addition,
+                       rollout_func=rollout_func)
 
 
 def test_environments_write_prompts_and_score(tmp_path):
@@ -62,6 +63,23 @@ def test_evaluation_runs_the_environments(tmp_path):
     metrics = trainer.evaluate(Dataset.from_list([{"prompt": "", "answer": "5"}] * 2))
     assert "eval_rewards/Addition/mean" in metrics and "eval_accuracy" not in metrics
     assert len(trainer.environments) == 2 * 4
+
+
+def test_rollout_func_gets_what_reset_wrote(tmp_path):
+    tok, seen = toy_tokenizer(), []
+
+    def rollout_func(prompts, trainer):
+        seen.append(list(prompts))
+        ids = [tok(p, add_special_tokens=False)["input_ids"] for p in prompts]
+        completions = [[5 + i % 3, tok.eos_token_id] for i in range(len(prompts))]
+        return {"prompt_ids": ids, "completion_ids": completions, "logprobs": [[-1.0, -1.0]] * len(prompts)}
+
+    trainer = trainer_for(tmp_path, lambda completions, environments, **kw: [0.0] * len(environments),
+                          rollout_func=rollout_func)
+    trainer.train()
+    assert seen[-1] == [f"{e.a}+2=" for e in trainer.environments]
+    assert trainer.state.log_history[-1]["rewards/Addition/mean"] == pytest.approx(
+        sum(e.a for e in trainer.environments) / 8)
 
 
 def test_environment_without_reset_is_refused(tmp_path):
