@@ -17,11 +17,12 @@ from transformers import TrainerCallback, TrainingArguments
 from transformers.trainer_callback import CallbackHandler, DefaultFlowCallback
 from transformers.trainer_utils import IntervalStrategy, SaveStrategy
 from .config import GRPOConfig
+from .distributed import ThreadGovernor
 from .policy import sync_ref_model
 
 # %% auto #0
-__all__ = ['TRAINING_ARGUMENTS_DEFAULTS', 'SyncRefModelCallback', 'GRPOFlowCallback',
-           'CallbackArgs', 'callback_handler']
+__all__ = ['TRAINING_ARGUMENTS_DEFAULTS', 'SyncRefModelCallback', 'CPUThreadsCallback',
+           'GRPOFlowCallback', 'CallbackArgs', 'callback_handler']
 
 # %% ../nbs/api/14d_callbacks.ipynb #8949c851
 class SyncRefModelCallback(TrainerCallback):
@@ -36,6 +37,23 @@ class SyncRefModelCallback(TrainerCallback):
             return
         policy = model if self.accelerator is None else self.accelerator.unwrap_model(model)
         sync_ref_model(policy, self.ref_model, args.ref_model_mixup_alpha)
+
+# %% ../nbs/api/14d_callbacks.ipynb #477fbbc1
+class CPUThreadsCallback(TrainerCallback):
+    "On a CPU: torch's threads fitted to the cores other processes leave free (ThreadGovernor)."
+    def __init__(self): self.governor = None
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        "Start measuring: the count now is the most the run will use."
+        self.governor = ThreadGovernor()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        "Refit the count if two seconds have passed."
+        self.governor.adjust()
+
+    def on_train_end(self, args, state, control, **kwargs):
+        "The count the run started with, for what the process does next."
+        self.governor.restore()
 
 # %% ../nbs/api/14d_callbacks.ipynb #76e2828f
 class GRPOFlowCallback(DefaultFlowCallback):
@@ -100,9 +118,10 @@ def callback_handler(
     accelerator=None,         # unwraps the prepared policy for it
     **objects,                # model, processing_class, optimizer, lr_scheduler: what events carry
 ) -> tuple[CallbackHandler, CallbackArgs]:
-    "transformers' CallbackHandler: the loop's flow, TR-DPO's sync (if on), then `callbacks`."
+    "transformers' CallbackHandler: the loop's flow, TR-DPO's sync (if on), CPU threads, then `callbacks`."
     synced = [SyncRefModelCallback(ref_model, accelerator)] if config.sync_ref_model else []
-    given = [GRPOFlowCallback(), *synced, *(callbacks or [])]
+    on_cpu = accelerator is not None and accelerator.device.type == "cpu"
+    given = [GRPOFlowCallback(), *synced, *([CPUThreadsCallback()] if on_cpu else []), *(callbacks or [])]
     handler = CallbackHandler(given, objects.get("model"), objects.get("processing_class"),
                               objects.get("optimizer"), objects.get("lr_scheduler"))
     return handler, CallbackArgs(config)

@@ -21,10 +21,10 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/distributed.html.md"""
 
 # %% auto #0
 __all__ = ['check_lora_setup', 'Placement', 'accumulation_boundary', 'backward', 'StopSignal',
-           'keep_freed_host_memory']
+           'keep_freed_host_memory', 'busy_cpu_seconds', 'ThreadGovernor']
 
 # %% ../nbs/api/11_distributed.ipynb #b307e5c5
-import contextlib, signal, threading, time
+import contextlib, os, signal, threading, time
 from dataclasses import dataclass
 import torch
 from tqdm.auto import tqdm
@@ -186,3 +186,38 @@ def keep_freed_host_memory() -> bool:
     no_mmap = libc.mallopt(_M_MMAP_MAX, 0)                 # large blocks come from the heap too
     no_trim = libc.mallopt(_M_TRIM_THRESHOLD, 2**31 - 1)   # and freed ones stay in it
     return bool(no_mmap and no_trim)
+
+# %% ../nbs/api/11_distributed.ipynb #c56708ed
+def busy_cpu_seconds(stat: str = "/proc/stat") -> float:
+    "CPU seconds every process has spent busy since boot (Linux's /proc/stat: all but idle and iowait)."
+    with open(stat) as f: fields = [int(x) for x in f.readline().split()[1:9]]   # user ... steal
+    return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+
+class ThreadGovernor:
+    "torch's CPU threads fitted, every `every` s, to the cores other processes leave free; put back after."
+    def __init__(self, every: float = 2.0, stat: str = "/proc/stat"):
+        self.every, self.stat, self.start = every, stat, torch.get_num_threads()
+        self.cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        # A count the user chose, one thread, no /proc/stat, or GRPO_EDU_FIT_THREADS=0: nothing to fit.
+        chosen = "OMP_NUM_THREADS" in os.environ or os.environ.get("GRPO_EDU_FIT_THREADS") == "0"
+        self.on = not chosen and self.start > 1 and os.path.exists(stat)
+        self.last = self._sample() if self.on else None
+
+    def _sample(self) -> tuple[float, float, float]:
+        "(now, every process's busy CPU seconds, this process's)."
+        return time.monotonic(), busy_cpu_seconds(self.stat), time.process_time()
+
+    def adjust(self) -> int:
+        "torch's thread count: refitted if `every` s have passed."
+        if not self.on or time.monotonic() - self.last[0] < self.every: return torch.get_num_threads()
+        now = self._sample()
+        wall, busy, mine = (a - b for a, b in zip(now, self.last))
+        self.last = now
+        others = max(0.0, busy - mine) / wall                  # cores the other processes kept busy
+        threads = max(1, min(self.start, int(self.cores - others + 0.5)))
+        if threads != torch.get_num_threads(): torch.set_num_threads(threads)
+        return threads
+
+    def restore(self) -> None:
+        "The thread count the run started with."
+        if self.on: torch.set_num_threads(self.start)

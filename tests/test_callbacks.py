@@ -78,7 +78,8 @@ def test_tr_dpo_is_trls_sync_ref_model_callback(tmp_path):
     tr = trainer(tmp_path, [], max_steps=2, beta=0.04, sync_ref_model=True, ref_model_sync_steps=2,
                  ref_model_mixup_alpha=0.5, learning_rate=1e-2)
     assert [type(c).__name__ for c in tr.callback_handler.callbacks] == ["GRPOFlowCallback",
-                                                                         "SyncRefModelCallback"]
+                                                                         "SyncRefModelCallback",
+                                                                         "CPUThreadsCallback"]
     ref_before = [p.detach().clone() for p in tr.ref_model.parameters()]
     moved = []
     sync = tr.callback_handler.callbacks[1]
