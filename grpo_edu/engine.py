@@ -34,7 +34,8 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/engine.html.md"""
 
 # %% auto #0
 __all__ = ['filter_logits', 'sample_token', 'static_engine_unsupported', 'adapter_state',
-           'copyable', 'sampling_weights', 'StaticRollout', 'gqa_attention']
+           'copyable', 'sampling_weights', 'free_memory', 'check_cache_fits', 'StaticRollout',
+           'gqa_attention']
 
 # %% ../nbs/api/03_engine.ipynb #c3970aad
 import copy, weakref
@@ -154,6 +155,35 @@ def sampling_weights(model, dtype: torch.dtype) -> torch.nn.Module:
             copied.copy_(master)                                  # cast into the same storage
     return shadow
 
+# %% ../nbs/api/03_engine.ipynb #59bd963f
+def free_memory(device: torch.device) -> int | None:
+    "Bytes the device can still give: CUDA's free and cached memory, a CPU's MemAvailable (None: unknown)."
+    if device.type == "cuda":
+        cached = torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+        return torch.cuda.mem_get_info(device)[0] + cached
+    if device.type != "cpu": return None
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"): return int(line.split()[1]) * 1024   # kB
+    except OSError: return None
+    return None
+
+def check_cache_fits(
+    nbytes: int,            # the cache's size
+    device: torch.device,
+    batch: int,             # B, rows sampled together
+    length: int,            # L, columns: the longest prompt and the completion budget
+) -> None:
+    "Refuse, in one paragraph, a KV cache larger than the device's free memory, before allocating it."
+    free = free_memory(device)
+    if free is None or nbytes <= free: return
+    raise GRPOEduError(
+        f"sampling {batch} rows of up to {length} tokens (prompt and completion) needs a KV cache of "
+        f"{nbytes / 2**30:.1f} GiB, and the {device.type} has {free / 2**30:.1f} GiB free. Lower "
+        "max_completion_length (all turns together), max_prompt_length, or the rows sampled at once "
+        "(per_device_train_batch_size, per_device_eval_batch_size); `grpo-edu memory` estimates a run.")
+
 # %% ../nbs/api/03_engine.ipynb #74ff40a0
 class StaticRollout:
     "Static-KV-cache sampler for Qwen2/Llama: reads the live weights; on CUDA, a graph a token."
@@ -178,6 +208,10 @@ class StaticRollout:
         self.cuda_graph = (self.device.type == "cuda") if cuda_graph is None else cuda_graph
         self.compile, self.graphs, self._eos_ids, self._pool = compile, {}, {}, None
         self.kv = None                                      # per layer (K, V), each (B, Hkv, L, D)
+        # K and V at the weights' precision (a rollout's is never wider), and the (B, L) mask
+        width = next(model.parameters()).dtype.itemsize
+        nbytes = (2 * config.num_hidden_layers * self.Hkv * self.D * width + 1) * self.B * self.L
+        check_cache_fits(nbytes, self.device, self.B, self.L)
         self._init_state()
 
     @property

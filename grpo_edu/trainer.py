@@ -30,7 +30,7 @@ from transformers import TrainerControl, TrainerState, get_scheduler
 from transformers.utils import logging as hf_logging
 from .callbacks import callback_handler
 from .checkpoint import delete_set_aside, load_weights, read_safetensors, restore_run
-from .checkpoint import save_run, set_aside_run
+from .checkpoint import RunFolderLock, save_run, set_aside_run
 from .config import GRPOConfig, StepPlan
 from .data import answered_set, check_eval_dataset, check_train_dataset, eval_rows, eval_set
 from .data import prompt_indices, prompt_stream
@@ -320,6 +320,7 @@ class GRPOTrainer(TRLSurface):
     def _start_run(self) -> RunLog:
         "Resume if asked (else set a replaced run aside until a checkpoint), open the log, evaluate."
         args, main, out = self.args, self.accelerator.is_main_process, Path(self.args.output_dir)
+        lock = RunFolderLock(out) if main else None      # one run writes a folder at a time
         resumed = self._resume(args.resume_from_checkpoint) if args.resume_from_checkpoint else None
         if args.overwrite_output_dir and resumed is None and main:
             # Moved, not deleted: a crash before this run's first checkpoint leaves the old run whole.
@@ -330,7 +331,7 @@ class GRPOTrainer(TRLSurface):
                       " (until then, move its contents back to recover it)")
         # RunLog also writes the run's settings to config.yaml.
         log = RunLog(out, args.report_to, resumed, self.health, main, self.max_steps,
-                     args.logging_steps, config=args)
+                     args.logging_steps, config=args, lock=lock)
         if resumed is None and self._answered is not None:
             self.eval_before = self.accuracy()
         elif resumed is None and self.eval_dataset is not None and getattr(args, "eval_on_start", False):

@@ -41,7 +41,7 @@ def pytest_addoption(parser):
 # smoke run. Each is the only end-to-end check of its path, and each takes tens of seconds: `pytest -m "not e2e"` is
 # the fast tier (the TRL oracle, the pure functions, the configuration, the refusals of bad input).
 E2E = {"test_default_run.py", "test_wheel.py", "test_distributed.py", "test_fsdp.py", "test_deepspeed.py", "test_docs.py",
-       "test_bench.py", "test_faults.py", "test_real_kernel.py", "test_sharded_fallback.py", "test_readme_and_sync.py::test_readme_script_runs",
+       "test_bench.py", "test_faults.py", "test_real_kernel.py", "test_pathological.py", "test_sharded_fallback.py", "test_readme_and_sync.py::test_readme_script_runs",
        "test_bad_input.py::test_new_run_over_an_old_one_is_refused",
        "test_bad_input.py::test_own_reward_function_by_import_path",
        "test_bad_input.py::test_overwrite_keeps_the_old_run_until_the_new_one_has_a_checkpoint"}

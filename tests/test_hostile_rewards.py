@@ -63,10 +63,10 @@ def test_a_module_reward_that_calls_sys_exit_is_one_paragraph(tmp_path):
 
 
 def test_a_completion_budget_no_memory_holds_is_one_paragraph(tmp_path):
-    "A valid but pathological config: a 10^12-token completion budget stops at the rollout, exit 2, no traceback."
+    "A valid but pathological config: a 10^12-token completion budget is refused before its cache, exit 2."
     cli = os.path.join(os.path.dirname(sys.executable), "grpo-edu")
     out = subprocess.run([cli, "train", "--max_steps", "1", "--max_completion_length", str(10**12), "--save_steps",
                           "0", "--output_dir", str(tmp_path / "run")], capture_output=True, text=True, timeout=900,
                          cwd=tmp_path)
     assert out.returncode == 2, out.stderr[-2000:]
-    assert "out of host memory during" in out.stderr and "Traceback" not in out.stderr
+    assert "needs a KV cache of" in out.stderr and "Traceback" not in out.stderr
