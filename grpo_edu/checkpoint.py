@@ -19,11 +19,11 @@ __all__ = ['ADAPTER_BASE', 'LOCK_NAME', 'REPLACED', 'RUN_FILES', 'rng_state', 's
            'checkpoint_tmp', 'save_adapter_base', 'save_tokenizer', 'save_checkpoint',
            'rotate_checkpoints', 'disk_is_full', 'failed_save', 'read_safetensors',
            'tensor_differences', 'load_weights', 'load_adapters', 'check_resumable',
-           'rng_for_process', 'RunFolderLock', 'set_aside_run', 'delete_set_aside', 'save_run',
-           'restore_run', 'continue_schedule', 'restoring']
+           'rng_for_process', 'RunFolderLock', 'run_folder_claim', 'set_aside_run',
+           'delete_set_aside', 'save_run', 'restore_run', 'continue_schedule', 'restoring']
 
 # %% ../nbs/api/09_checkpoint.ipynb #6c1d2e3f
-import errno, json, os, random, shutil, time
+import contextlib, errno, json, os, random, shutil, time, warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -306,7 +306,12 @@ class RunFolderLock:
             raise GRPOEduError(f"output_dir={str(output_dir)!r} cannot be written ({e.strerror or e}): "
                                "give a folder you can write to, e.g. --output_dir runs/my-run.") from None
         try: fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        except OSError as e:
+            if e.errno not in (errno.EAGAIN, errno.EACCES):   # a file system with no flock (ENOLCK...)
+                warnings.warn(f"output_dir={str(output_dir)!r}: its file system cannot lock files "
+                              f"({e.strerror}), so a second run into it would not be refused.")
+                self.release()
+                return
             holder = os.pread(self.fd, 32, 0).decode(errors="replace").strip() or "?"
             self.release()
             raise GRPOEduError(
@@ -322,6 +327,14 @@ class RunFolderLock:
         "Let another run write the folder (closing the file drops the lock)."
         if self.fd is not None: os.close(self.fd)
         self.fd = None
+
+    def __enter__(self) -> "RunFolderLock": return self
+
+    def __exit__(self, *exc) -> None: self.release()
+
+def run_folder_claim(output_dir, main: bool = True) -> contextlib.AbstractContextManager:
+    "The run's claim on its folder, for a `with` block: the main process's RunFolderLock (others take none)."
+    return RunFolderLock(output_dir) if main else contextlib.nullcontext()
 
 # %% ../nbs/api/09_checkpoint.ipynb #5da2ef0c
 REPLACED = ".replaced-run"   # where --overwrite_output_dir keeps the old run until a new checkpoint

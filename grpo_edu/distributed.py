@@ -188,16 +188,31 @@ def keep_freed_host_memory() -> bool:
     return bool(no_mmap and no_trim)
 
 # %% ../nbs/api/11_distributed.ipynb #c56708ed
-def busy_cpu_seconds(stat: str = "/proc/stat") -> float:
-    "CPU seconds every process has spent busy since boot (Linux's /proc/stat: all but idle and iowait)."
-    with open(stat) as f: fields = [int(x) for x in f.readline().split()[1:9]]   # user ... steal
-    return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+def busy_cpu_seconds(
+    stat: str = "/proc/stat",
+    cpus: set | None = None,   # the CPUs to count (None: all): this process's, which may be pinned
+) -> float:
+    "CPU seconds the CPUs have spent busy since boot (Linux's /proc/stat: all but idle and iowait)."
+    busy = 0
+    with open(stat) as f:
+        for line in f:
+            name, *values = line.split()
+            if not (name.startswith("cpu") and name[3:].isdigit()): continue   # cpuN lines only
+            if cpus is not None and int(name[3:]) not in cpus: continue
+            fields = [int(x) for x in values[:8]]                             # user ... steal
+            busy += sum(fields) - fields[3] - fields[4]
+    return busy / os.sysconf("SC_CLK_TCK")
+
+_FITTED = {"threads": None, "start": None}   # what the last governor set, and the count it started from
 
 class ThreadGovernor:
     "torch's CPU threads fitted, every `every` s, to the cores other processes leave free; put back after."
     def __init__(self, every: float = 2.0, stat: str = "/proc/stat"):
         self.every, self.stat, self.start = every, stat, torch.get_num_threads()
-        self.cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        if _FITTED["threads"] == self.start: self.start = _FITTED["start"]   # a run that raised: its start
+        pinned = hasattr(os, "sched_getaffinity")
+        self.cpus = os.sched_getaffinity(0) if pinned else None     # the CPUs this process may use
+        self.cores = len(self.cpus) if pinned else os.cpu_count()
         # A count the user chose, one thread, no /proc/stat, or GRPO_EDU_FIT_THREADS=0: nothing to fit.
         chosen = "OMP_NUM_THREADS" in os.environ or os.environ.get("GRPO_EDU_FIT_THREADS") == "0"
         self.on = not chosen and self.start > 1 and os.path.exists(stat)
@@ -205,7 +220,7 @@ class ThreadGovernor:
 
     def _sample(self) -> tuple[float, float, float]:
         "(now, every process's busy CPU seconds, this process's)."
-        return time.monotonic(), busy_cpu_seconds(self.stat), time.process_time()
+        return time.monotonic(), busy_cpu_seconds(self.stat, self.cpus), time.process_time()
 
     def adjust(self) -> int:
         "torch's thread count: refitted if `every` s have passed."
@@ -213,11 +228,16 @@ class ThreadGovernor:
         now = self._sample()
         wall, busy, mine = (a - b for a, b in zip(now, self.last))
         self.last = now
-        others = max(0.0, busy - mine) / wall                  # cores the other processes kept busy
-        threads = max(1, min(self.start, int(self.cores - others + 0.5)))
-        if threads != torch.get_num_threads(): torch.set_num_threads(threads)
+        free = self.cores - max(0.0, busy - mine) / wall      # the cores the others left free
+        threads = current = torch.get_num_threads()
+        if abs(free - current) > 0.75:                       # a margin: a half-busy core does not flip it
+            threads = max(1, min(self.start, int(free + 0.5)))
+        if threads != current:
+            torch.set_num_threads(threads)
+            _FITTED.update(threads=threads, start=self.start)
         return threads
 
     def restore(self) -> None:
         "The thread count the run started with."
         if self.on: torch.set_num_threads(self.start)
+        _FITTED.update(threads=None, start=None)

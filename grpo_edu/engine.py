@@ -38,7 +38,8 @@ __all__ = ['filter_logits', 'sample_token', 'static_engine_unsupported', 'adapte
            'gqa_attention']
 
 # %% ../nbs/api/03_engine.ipynb #c3970aad
-import copy, weakref
+import copy, ctypes, math, weakref
+from pathlib import Path
 from typing import Callable
 import torch
 import torch.nn.functional as F
@@ -156,18 +157,44 @@ def sampling_weights(model, dtype: torch.dtype) -> torch.nn.Module:
     return shadow
 
 # %% ../nbs/api/03_engine.ipynb #59bd963f
-def free_memory(device: torch.device) -> int | None:
-    "Bytes the device can still give: CUDA's free and cached memory, a CPU's MemAvailable (None: unknown)."
-    if device.type == "cuda":
-        cached = torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
-        return torch.cuda.mem_get_info(device)[0] + cached
-    if device.type != "cpu": return None
+def _meminfo_available() -> int | None:
+    "The host's MemAvailable in bytes (Linux), or None."
     try:
         with open("/proc/meminfo") as f:
             for line in f:
                 if line.startswith("MemAvailable:"): return int(line.split()[1]) * 1024   # kB
     except OSError: return None
     return None
+
+def _cgroup_room() -> int | None:
+    "What this process's cgroup (v2) still allows: memory.max less memory.current; None: no limit."
+    try:
+        group = Path("/proc/self/cgroup").read_text().split("0::", 1)[1].splitlines()[0]
+        folder = Path("/sys/fs/cgroup") / group.lstrip("/")
+        limit = (folder / "memory.max").read_text().strip()
+        if limit == "max": return None
+        return int(limit) - int((folder / "memory.current").read_text())
+    except (OSError, IndexError, ValueError): return None
+
+def _heap_free() -> int:
+    "Bytes glibc's malloc holds freed in its heap (reused before the system is asked; 0: unknown)."
+    try:
+        names = "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost"
+        class MallInfo2(ctypes.Structure):   # glibc's struct mallinfo2: ten size_t counters
+            _fields_ = [(name, ctypes.c_size_t) for name in names.split()]
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallinfo2.restype = MallInfo2
+        return int(libc.mallinfo2().fordblks)
+    except (OSError, AttributeError): return 0
+
+def free_memory(device: torch.device) -> int | None:
+    "Bytes the device can still give: CUDA's free and cached memory; on a CPU, the host's or cgroup's."
+    if device.type == "cuda":
+        cached = torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+        return torch.cuda.mem_get_info(device)[0] + cached
+    if device.type != "cpu" or (available := _meminfo_available()) is None: return None
+    room = _cgroup_room()
+    return (available if room is None else min(available, room)) + _heap_free()
 
 def check_cache_fits(
     nbytes: int,            # the cache's size
@@ -208,10 +235,9 @@ class StaticRollout:
         self.cuda_graph = (self.device.type == "cuda") if cuda_graph is None else cuda_graph
         self.compile, self.graphs, self._eos_ids, self._pool = compile, {}, {}, None
         self.kv = None                                      # per layer (K, V), each (B, Hkv, L, D)
-        # K and V at the weights' precision (a rollout's is never wider), and the (B, L) mask
-        width = next(model.parameters()).dtype.itemsize
-        nbytes = (2 * config.num_hidden_layers * self.Hkv * self.D * width + 1) * self.B * self.L
-        check_cache_fits(nbytes, self.device, self.B, self.L)
+        # Before the (B, L) state: K and V at 2 bytes, the narrowest a rollout runs in (_alloc: exact).
+        check_cache_fits((4 * config.num_hidden_layers * self.Hkv * self.D + 1) * self.B * self.L,
+                         self.device, self.B, self.L)
         self._init_state()
 
     @property
@@ -237,6 +263,8 @@ class StaticRollout:
         "(Re)allocate the cache in `dtype` and the output buffers; their old graphs are dropped."
         if self.kv is None or self.kv[0][0].dtype != dtype:
             shape = (self.B, self.Hkv, self.L, self.D)
+            layers = len(self.model.model.layers)
+            check_cache_fits(2 * layers * math.prod(shape) * dtype.itemsize, self.device, self.B, self.L)
             new = lambda: torch.zeros(shape, dtype=dtype, device=self.device)
             self.kv = [(new(), new()) for _ in self.model.model.layers]
             self.graphs = {}

@@ -368,10 +368,8 @@ class RunLog:
                  main: bool = True,  # whether this process writes (the others: health only)
                  max_steps: int | None = None,  # the progress bar's total; the last step is logged
                  logging_steps: int = 1,  # steps per logged row
-                 config=None,   # the run's GRPOConfig, saved as config.yaml
-                 lock=None):    # the run's claim on its folder (RunFolderLock), released by close()
+                 config=None):  # the run's GRPOConfig, saved as config.yaml
         self.out, self.main, self.health = Path(output_dir), main, health or HealthMonitor()
-        self.lock = lock
         self.max_steps, self.logging_steps, self.window, self.writer = (
             max_steps,
             logging_steps,
@@ -454,4 +452,3 @@ class RunLog:
         "Close the progress bar and the trackers (their last events reach the disk now)."
         if self.bar is not None: self.bar.close()
         if self.writer is not None: self.writer.close()
-        if self.lock is not None: self.lock.release()

@@ -30,7 +30,7 @@ from transformers import TrainerControl, TrainerState, get_scheduler
 from transformers.utils import logging as hf_logging
 from .callbacks import callback_handler
 from .checkpoint import delete_set_aside, load_weights, read_safetensors, restore_run
-from .checkpoint import RunFolderLock, save_run, set_aside_run
+from .checkpoint import run_folder_claim, save_run, set_aside_run
 from .config import GRPOConfig, StepPlan
 from .data import answered_set, check_eval_dataset, check_train_dataset, eval_rows, eval_set
 from .data import prompt_indices, prompt_stream
@@ -130,6 +130,11 @@ class GRPOTrainer(TRLSurface):
 
     def train(self) -> dict:
         "Run GRPO to max_steps; write metrics.jsonl, checkpoints, plots, summary.json; the summary."
+        with run_folder_claim(self.args.output_dir, self.accelerator.is_main_process):   # one run a folder
+            return self._train()
+
+    def _train(self) -> dict:
+        "train(), its folder claimed: start or resume, the loop, the end."
         started = time.time()
         if self.accelerator.device.type == "cpu":
             keep_freed_host_memory()   # vocabulary-wide temporaries: no page faults on each reuse
@@ -157,8 +162,7 @@ class GRPOTrainer(TRLSurface):
             log.close()
             for sig, handler in old_handlers.items():
                 signal.signal(sig, handler)
-        if self._epoch is not None:
-            self._event("on_epoch_end")
+        if self._epoch is not None: self._event("on_epoch_end")
         summary = self._finish(log, signal_number, started)
         completions = self.plan.micro_batches_per_step * self.args.per_device_train_batch_size
         end = train_end_row(losses, time.time() - started, completions * self.plan.processes,
@@ -239,10 +243,8 @@ class GRPOTrainer(TRLSurface):
 
     def _epoch_events(self, epoch: int) -> None:
         "A round that starts a new epoch: the last one's on_epoch_end, then on_epoch_begin."
-        if epoch == self._epoch:
-            return
-        if self._epoch is not None:
-            self._event("on_epoch_end")
+        if epoch == self._epoch: return
+        if self._epoch is not None: self._event("on_epoch_end")
         self._epoch = epoch
         self._event("on_epoch_begin")
 
@@ -320,7 +322,6 @@ class GRPOTrainer(TRLSurface):
     def _start_run(self) -> RunLog:
         "Resume if asked (else set a replaced run aside until a checkpoint), open the log, evaluate."
         args, main, out = self.args, self.accelerator.is_main_process, Path(self.args.output_dir)
-        lock = RunFolderLock(out) if main else None      # one run writes a folder at a time
         resumed = self._resume(args.resume_from_checkpoint) if args.resume_from_checkpoint else None
         if args.overwrite_output_dir and resumed is None and main:
             # Moved, not deleted: a crash before this run's first checkpoint leaves the old run whole.
@@ -331,7 +332,7 @@ class GRPOTrainer(TRLSurface):
                       " (until then, move its contents back to recover it)")
         # RunLog also writes the run's settings to config.yaml.
         log = RunLog(out, args.report_to, resumed, self.health, main, self.max_steps,
-                     args.logging_steps, config=args, lock=lock)
+                     args.logging_steps, config=args)
         if resumed is None and self._answered is not None:
             self.eval_before = self.accuracy()
         elif resumed is None and self.eval_dataset is not None and getattr(args, "eval_on_start", False):
