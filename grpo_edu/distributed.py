@@ -229,9 +229,10 @@ class ThreadGovernor:
         wall, busy, mine = (a - b for a, b in zip(now, self.last))
         self.last = now
         free = self.cores - max(0.0, busy - mine) / wall      # the cores the others left free
-        threads = current = torch.get_num_threads()
-        if abs(free - current) > 0.75:                       # a margin: a half-busy core does not flip it
-            threads = max(1, min(self.start, int(free + 0.5)))
+        current = torch.get_num_threads()
+        threads = max(1, min(self.start, int(free + 0.5)))   # down as soon as a core is taken
+        if threads > current and free < current + 0.75:     # up only when one is clearly free again
+            threads = current
         if threads != current:
             torch.set_num_threads(threads)
             _FITTED.update(threads=threads, start=self.start)
