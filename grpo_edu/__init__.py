@@ -12,12 +12,14 @@ Modules:
 - `grpo_edu.data`: Every task is a `datasets.Dataset`: a `prompt` column and what rewards read.
 - `grpo_edu.distributed`: What DDP, FSDP and DeepSpeed change for the loop, in one place.
 - `grpo_edu.docs`: Our two processors on top of nbdev's: notebooks into package and site.
+- `grpo_edu.doctor`: Is my run healthy? A GRPO run's log, ours or TRL's, read by the health rules.
 - `grpo_edu.engine`: StaticRollout: a static KV cache, and a decode step a CUDA graph replays.
 - `grpo_edu.entropy`: TRL's entropy bonus, and Skywork-OR1's controller of its coefficient.
 - `grpo_edu.environments`: TRL's environment_factory: an environment per rollout, its methods as tools.
 - `grpo_edu.errors`: Bad input: finding it, and one message naming the field and the fix.
 - `grpo_edu.eval_step`: Evaluation as TRL runs it: eval prompts' rewards and GRPO's loss, with no update.
 - `grpo_edu.evaluation`: Greedy pass@1, sampled pass@k and 95% intervals, for trainer, CLI, toy.
+- `grpo_edu.health`: The rules behind the live health monitor and `grpo-edu doctor`: one finding per question.
 - `grpo_edu.integrity`: Manifests, and the checks a checkpoint passes before anything of it loads.
 - `grpo_edu.kl`: Estimating KL(π_θ ‖ π_ref) from sampled tokens; what k3's gradient pushes.
 - `grpo_edu.launch`: Build what a GRPOConfig names: datasets, rewards, the model, the GRPOTrainer.

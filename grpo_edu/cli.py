@@ -22,11 +22,12 @@ Docs: https://grpo-edu.github.io/grpo_edu/api/cli.html.md"""
 
 # %% auto #0
 __all__ = ['TRAIN_ABOUT', 'EVAL_ABOUT', 'EVAL_RANGES', 'MEMORY_ABOUT', 'MERGE_ABOUT',
-           'BENCH_ABOUT', 'PLOT_ABOUT', 'RECIPES_ABOUT', 'COMMANDS', 'ABOUT', 'USAGE', 'HELP',
-           'positive', 'field_reader', 'FieldHelp', 'FieldParser', 'config_parser', 'recipe_path',
-           'parse_config', 'train_parser', 'print_summary', 'leave_without_teardown', 'cmd_train',
-           'EvalArguments', 'check_output_file', 'with_run_task', 'cmd_eval', 'OptionsHelp',
-           'lora_note', 'cmd_memory', 'cmd_merge', 'cmd_bench', 'cmd_plot', 'cmd_recipes', 'main']
+           'BENCH_ABOUT', 'PLOT_ABOUT', 'RECIPES_ABOUT', 'DOCTOR_ABOUT', 'COMMANDS', 'ABOUT',
+           'USAGE', 'HELP', 'positive', 'field_reader', 'FieldHelp', 'FieldParser',
+           'config_parser', 'recipe_path', 'parse_config', 'train_parser', 'print_summary',
+           'leave_without_teardown', 'cmd_train', 'EvalArguments', 'check_output_file',
+           'with_run_task', 'cmd_eval', 'OptionsHelp', 'lora_note', 'cmd_memory', 'cmd_merge',
+           'cmd_bench', 'cmd_plot', 'cmd_recipes', 'cmd_doctor', 'main']
 
 # %% ../nbs/api/18_cli.ipynb #6fb02c59
 import argparse, math, os, re, sys, tempfile, typing, warnings
@@ -565,30 +566,16 @@ def cmd_plot(argv: list[str]) -> int:
     from grpo_edu.plots import PLOTS, compare_runs, plot_run, run_labels
     p = argparse.ArgumentParser(prog="grpo-edu plot", description=PLOT_ABOUT,
                                 formatter_class=OptionsHelp)
-    p.add_argument(
-        "run_dirs",
-        nargs="+",
-        metavar="RUN_DIR",
-        help="a run's folder (its --output_dir), e.g. runs/toy; several to compare",
-    )
-    p.add_argument(
-        "--out", help="where a comparison's PNGs go (default: compare/ beside the first run's)"
-    )
-    p.add_argument(
-        "--window",
-        type=int,
-        default=1,
-        help="a comparison's moving average, in logged steps (1: as logged)",
-    )
-    p.add_argument(
-        "--metrics",
-        default="",
-        help=(
-            "more logged metrics to draw, one plot each, "
-            f"comma-separated (e.g. step_time,completions/clipped_ratio); {', '.join(PLOTS)} are "
-            "always drawn when logged (default: none more)"
-        ),
-    )
+    p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR",
+                   help="a run's folder (its --output_dir), e.g. runs/toy; several to compare")
+    p.add_argument("--out",
+                   help="where a comparison's PNGs go (default: compare/ beside the first run's)")
+    p.add_argument("--window", type=int, default=1,
+                   help="a comparison's moving average, in logged steps (1: as logged)")
+    p.add_argument("--metrics", default="", help=(
+        "more logged metrics to draw, one plot each, comma-separated (e.g. "
+        f"step_time,completions/clipped_ratio); {', '.join(PLOTS)} are always drawn when logged "
+        "(default: none more)"))
     a = p.parse_args(argv)
     if len(a.run_dirs) == 1:
         if a.out is not None or a.window != 1:
@@ -628,9 +615,35 @@ def cmd_recipes(argv: list[str]) -> int:
     return 0
 
 
+# %% ../nbs/api/18_cli.ipynb #c4648865
+DOCTOR_ABOUT = ("Read a GRPO run's log (grpo_edu's metrics.jsonl, or TRL's trainer_state.json) "
+                "and say what it shows: each finding with the steps and numbers, whether it is "
+                "expected, the fix, and the chapter that explains it.")
+
+def cmd_doctor(argv: list[str]) -> int:
+    "grpo-edu doctor PATH [--config FILE] [--figure PNG] [--json]"
+    from grpo_edu.doctor import examine, plot_findings, report
+    p = argparse.ArgumentParser(prog="grpo-edu doctor", description=DOCTOR_ABOUT,
+                                formatter_class=OptionsHelp)
+    p.add_argument("path", metavar="PATH", help="a run or checkpoint folder (grpo_edu's or "
+                   "TRL's), or its metrics.jsonl or trainer_state.json")
+    p.add_argument("--config", help="the run's settings as YAML, where the folder has none")
+    p.add_argument("--figure", help="where the PNG goes (default: doctor.png beside the log; "
+                   "'none' for no figure)")
+    p.add_argument("--json", action="store_true", help="the findings as JSON, for scripts")
+    a = p.parse_args(argv)
+    diagnosis = examine(a.path, a.config)
+    print(diagnosis.as_json() if a.json else report(diagnosis))
+    if a.figure != "none" and not a.json:
+        target = Path(a.figure or diagnosis.source.log_path.parent / "doctor.png")
+        try: print(f"\nfigure: {plot_findings(diagnosis, target)}")
+        except OSError as e:  # a folder one may read but not write: the report stands
+            print(f"\nfigure: not written ({e.strerror or e}); give --figure PATH")
+    return 0
+
 # %% ../nbs/api/18_cli.ipynb #86973689
 COMMANDS = {"train": cmd_train, "eval": cmd_eval, "merge": cmd_merge, "memory": cmd_memory,
-            "bench": cmd_bench, "plot": cmd_plot, "recipes": cmd_recipes}
+            "bench": cmd_bench, "plot": cmd_plot, "recipes": cmd_recipes, "doctor": cmd_doctor}
 ABOUT = {  # each command in one line: what `grpo-edu --help` says it does
     "train": "train with GRPO: the embedded toy run, or --config RECIPE (a shipped name, a file)",
     "eval": "a saved model's held-out greedy accuracy (pass@1, and pass@k), with its 95% interval",
@@ -639,6 +652,7 @@ ABOUT = {  # each command in one line: what `grpo-edu --help` says it does
     "bench": "grpo_edu against TRL's GRPOTrainer: time per step, same GPU, same config",
     "plot": "redraw a run's plots from its metrics.jsonl, or compare several runs",
     "recipes": "list the recipes that ship with grpo_edu (each usable as --config NAME)",
+    "doctor": "is my run healthy? any run's log (ours or TRL's) explained, with the chapters",
 }
 USAGE = (
     "usage: grpo-edu {" + ",".join(COMMANDS) + "} [options]   (grpo-edu COMMAND --help for each)"

@@ -115,7 +115,7 @@ class GRPOTrainer(TRLSurface):
         self.step = 0               # optimizer steps done
         self._batches = None        # the current rollout round's batches (split_round)
         self._round_metrics = None  # its metrics, logged with each of its steps
-        self.health = HealthMonitor()
+        self.health = HealthMonitor(config=args)  # the health rules, with this run's settings
         self.eval_before = None     # the held-out accuracy before training (evaluate)
         self.stop_signal = None     # Ctrl-C and SIGTERM while train() runs (StopSignal)
         self._epoch = None          # the epoch the current rollout round is in

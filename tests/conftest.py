@@ -44,7 +44,20 @@ E2E = {"test_default_run.py", "test_wheel.py", "test_distributed.py", "test_fsdp
        "test_bench.py", "test_faults.py", "test_real_kernel.py", "test_pathological.py", "test_sharded_fallback.py", "test_readme_and_sync.py::test_readme_script_runs",
        "test_bad_input.py::test_new_run_over_an_old_one_is_refused",
        "test_bad_input.py::test_own_reward_function_by_import_path",
-       "test_bad_input.py::test_overwrite_keeps_the_old_run_until_the_new_one_has_a_checkpoint"}
+       "test_bad_input.py::test_overwrite_keeps_the_old_run_until_the_new_one_has_a_checkpoint",
+       # the doctor on real runs: TRL's trainer and grpo_edu's, a few steps each
+       "test_doctor.py::test_the_loss_at_zero_is_expected_for_grpo_on_policy",
+       "test_doctor.py::test_after_step_one_the_loss_is_beta_times_the_kl",
+       "test_doctor.py::test_clipping_off_policy_is_found",
+       "test_doctor.py::test_a_warm_up_longer_than_the_run_is_found",
+       "test_doctor.py::test_no_signal_truncation_zero_lr_and_no_learning_are_found",
+       "test_doctor.py::test_a_runaway_kl_and_a_collapsing_entropy_are_found",
+       "test_doctor.py::test_findings_a_short_run_cannot_show_from_logs_derived_from_a_real_one",
+       "test_doctor.py::test_a_trl_checkpoint_folder_is_read",
+       "test_doctor.py::test_hostile_settings_are_one_paragraph_and_exit_2",
+       "test_doctor.py::test_the_figure_and_json",
+       "test_doctor.py::test_the_benchmark_script_runs",
+       "test_doctor.py::test_the_tool_toy_is_healthy"}
 
 
 def is_e2e(item) -> bool:

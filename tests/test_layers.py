@@ -12,8 +12,8 @@ LAYER = {"errors": 0, "docs": 0,
          "tools": 2, "usercode": 2, "environments": 2,
          "evaluation": 3,
          "config": 4, "preflight": 4, "recipe": 4, "trainer": 4, "launch": 4, "plots": 4, "monitor": 4, "checkpoint": 4, "integrity": 4, "policy": 4, "distributed": 4, "entropy": 4,
-         "step": 4, "callbacks": 4, "trl_surface": 4, "eval_step": 4,
-         "cli": 5, "bench": 5, "memory": 5}
+         "step": 4, "callbacks": 4, "trl_surface": 4, "eval_step": 4, "health": 4,
+         "cli": 5, "bench": 5, "memory": 5, "doctor": 5}
 # The toy's warm start stops at a held-out accuracy; the tool toy measures with the trainer's evaluation.
 ALSO_ALLOWED = {("toy", "evaluation"), ("toy_tools", "evaluation")}
 # sampling knows no task, and a task no sampler

@@ -53,7 +53,7 @@ def rates(evaluation: dict) -> dict:
 
 @pytest.mark.slow
 def test_recipe_learns_to_call_the_tool(tmp_path):
-    "configs/toy-tools.yaml (seed 0): accuracy and tool-call rate rise beyond their 95% Wilson intervals."
+    "configs/toy-tools.yaml (seed 0): accuracy and tool-call rate rise beyond their 95% Wilson intervals; no problem."
     from grpo_edu.recipe import load_config
     from grpo_edu.launch import trainer_from_config
     args = load_config(ROOT / "configs" / "toy-tools.yaml")
@@ -62,6 +62,9 @@ def test_recipe_learns_to_call_the_tool(tmp_path):
     before, after = rates(summary["eval_before"]), rates(summary["eval_after"])
     for rate in ("accuracy", "tool_call_rate"):
         assert after[rate][0] > before[rate][1], (rate, summary["eval_before"], summary["eval_after"])
+    from grpo_edu.doctor import examine
+    diagnosis = examine(tmp_path / "run")                  # the doctor finds the run healthy, and learning
+    assert not diagnosis.of_kind("problem") and "learning" in {f.name for f in diagnosis.of_kind("expected")}
 
 
 def test_calculator_round_trips_with_qwen(shared):
