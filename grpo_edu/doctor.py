@@ -391,14 +391,13 @@ def _panels(diagnosis: Diagnosis) -> dict:
 
 def plot_findings(diagnosis: Diagnosis, path) -> Path | None:
     "A one-page PNG: a panel per metric behind the findings, a line where each finding starts."
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure    # no pyplot: a notebook's backend stays as it was
     panels = _panels(diagnosis)
     if not panels: return None
     cols = 2 if len(panels) > 1 else 1
     rows = -(-len(panels) // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(6 * cols, 2.4 * rows), squeeze=False)
+    fig = Figure(figsize=(6 * cols, 2.4 * rows), layout="tight")
+    axes = fig.subplots(rows, cols, squeeze=False)
     for ax, (metric, findings) in zip(axes.flat, panels.items()):
         steps, values = diagnosis.log.series(metric)
         ax.plot(steps, values, lw=1.2, color="tab:blue")
@@ -419,8 +418,6 @@ def plot_findings(diagnosis: Diagnosis, path) -> Path | None:
             )
     for ax in list(axes.flat)[len(panels):]: ax.axis("off")
     fig.suptitle(f"grpo-edu doctor: {diagnosis.source.log_path}", fontsize=10)
-    fig.tight_layout()
     path = Path(path)
     fig.savefig(path, dpi=110)
-    plt.close(fig)
     return path

@@ -306,13 +306,8 @@ class HealthMonitor:
 
     def replay(self, path, up_to: int) -> None:
         "A resumed run's logged rows up to its checkpoint, back into the rules' log (no warnings)."
-        if not Path(path).is_file(): return
-        with open(path) as f:
-            for line in f:
-                try: row = json.loads(line)
-                except ValueError: continue      # a row cut short by the crash we resume from
-                if isinstance(row, dict) and type(row.get("step")) is int and row["step"] <= up_to:
-                    self.log.append(row)
+        for row in read_jsonl(path):        # read as trim_jsonl reads it to cut the log there
+            if row["step"] <= up_to: self.log.append(row)
 
     def summary(self) -> dict:
         "The `health` section of summary.json: each problem found (rows, advice), skipped steps."
